@@ -1,0 +1,1 @@
+"""pagedctx.configs: data shipped in the wheel (default.yaml, profiles/, modules/). No code."""

@@ -1,0 +1,5 @@
+"""`python -m pagedctx` runs the CLI."""
+
+from pagedctx.cli import main
+
+main()

@@ -1,0 +1,44 @@
+"""The `pagedctx` command line (typer). One module per command group, registered here.
+
+Start-up stays fast: command modules import their heavy dependencies inside the command
+functions, so `pagedctx --version` or `pagedctx xml validate` never pays for Ray or models.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pagedctx._version import __version__
+from pagedctx.cli import envelope, instructions, modules, xml
+
+app = typer.Typer(
+    name="pagedctx",
+    help="A paged, addressable context runtime for LLM agents (Paged-Context-Protocol).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(xml.app, name="xml")
+app.add_typer(instructions.app, name="instructions")
+app.add_typer(modules.app, name="modules")
+app.add_typer(envelope.app, name="envelope")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"pagedctx {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """A paged, addressable context runtime for LLM agents (Paged-Context-Protocol)."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
