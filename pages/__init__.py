@@ -8,6 +8,7 @@ from pagedctx.pages.ids import handle_for, short_hash
 from pagedctx.pages.model import (
     Activation,
     ConsolidatedPage,
+    Keyword,
     Origin,
     OriginalPage,
     Page,
@@ -42,6 +43,7 @@ __all__ = [
     "ConsolidatedPage",
     "Fault",
     "FaultCode",
+    "Keyword",
     "Origin",
     "OriginalPage",
     "PBlock",

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 __all__ = [
     "Activation",
     "ConsolidatedPage",
+    "Keyword",
     "Origin",
     "OriginalPage",
     "PBlock",

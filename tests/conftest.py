@@ -1,0 +1,35 @@
+"""Shared fixtures. State is relocated per test by one variable (PAGEDCTX_HOME -> tmp_path)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.register_profile(
+    "ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("default")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def pagedctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own PAGEDCTX_HOME, so no test reads or writes the user's state."""
+    home = tmp_path / "pagedctx-home"
+    monkeypatch.setenv("PAGEDCTX_HOME", str(home))
+    for name in ("PAGEDCTX_STORE", "PAGEDCTX_PROFILE", "PAGEDCTX_TOKENIZER", "PAGEDCTX_BUDGET"):
+        monkeypatch.delenv(name, raising=False)
+    yield home
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The folder of checked-in test documents."""
+    return DATA
