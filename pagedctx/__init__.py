@@ -7,9 +7,8 @@ The public API. Names load lazily so `import pagedctx` and the CLI stay fast; ev
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from pagedctx._source_tree import install as _install_source_tree
 from pagedctx._version import __version__
@@ -28,7 +27,18 @@ _EXPORTS: dict[str, str] = {
     "View": "pagedctx.pages",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "BusFault",
+    "ConsolidatedPage",
+    "ContextFormatError",
+    "EnvelopeViolation",
+    "OriginalPage",
+    "PagedctxError",
+    "SessionState",
+    "UsageError",
+    "View",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -189,14 +189,22 @@ class ContextFormatError(ProtocolFault):
     kind = "context_format_error"
 
     def __init__(
-        self, message: str, *, line: int | None = None, column: int | None = None, code: FailCode | None = None
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        code: FailCode | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.line = line
         self.column = column
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, {"code": self.code, "line": self.line, "column": self.column}))
+        return (
+            _rebuild,
+            (type(self), self.message, {"code": self.code, "line": self.line, "column": self.column}),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "line": self.line, "column": self.column}
@@ -240,4 +248,4 @@ class TokenizerError(PagedctxError):
 
 def _rebuild(cls: type[PagedctxError], message: str, state: dict[str, Any]) -> PagedctxError:
     """Unpickle an exception with keyword-only fields (pickle passes only positional args)."""
-    return cls(message, **state)  # type: ignore[call-arg]
+    return cls(message, **state)

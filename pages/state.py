@@ -141,7 +141,7 @@ class SessionState(BaseModel):
         """A copy with `changes` applied, skipping validation (moves keep the invariants)."""
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields.update(changes)
-        return SessionState.model_construct(**fields)  # type: ignore[arg-type]
+        return SessionState.model_construct(**fields)
 
     def children_of(self, page_id: str) -> tuple[str, ...]:
         """Child page ids of a page (empty for leaves and for containers with none materialized)."""
@@ -280,7 +280,7 @@ def consult(state: SessionState, page_id: str) -> Transition | Fault:
     view = state.views[page_id]
     page = state.pages[page_id]
     if view is View.SUMMARY:
-        changes = {"views": {**state.views, page_id: View.DETAIL}}
+        changes: dict[str, object] = {"views": {**state.views, page_id: View.DETAIL}}
         if page_id in state.background:
             changes["background"] = tuple(p for p in state.background if p != page_id)
             changes["flow"] = (*state.flow, page_id)
@@ -400,7 +400,9 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
             )
     for page_id, view in views.items():
         if page_id not in new_ids:
-            return Fault(code=FaultCode.UNKNOWN_PAGE, page_id=page_id, message=f"view given for unknown {page_id}")
+            return Fault(
+                code=FaultCode.UNKNOWN_PAGE, page_id=page_id, message=f"view given for unknown {page_id}"
+            )
         if view is View.UNPACKED:
             return Fault(
                 code=FaultCode.ILLEGAL_VIEW,
@@ -433,7 +435,9 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
                 parents[page.id] = parent
                 children.setdefault(parent, []).append(page.id)
     if _has_cycle(parents, new_ids):
-        return Fault(code=FaultCode.ALREADY_NESTED, page_id=new_ids[0], message="these pages would nest in a cycle")
+        return Fault(
+            code=FaultCode.ALREADY_NESTED, page_id=new_ids[0], message="these pages would nest in a cycle"
+        )
 
     merged_children = dict(state.children)
     for key, kids in children.items():
@@ -499,13 +503,31 @@ def end_round(state: SessionState) -> RoundEnd:
             continue
         view = views[page_id]
         if view is View.SUMMARY:
-            for gone in _remove_subtree(page_id, pages, views, parents, children, flow, background, drafts_only=True):
+            for gone in _remove_subtree(
+                page_id,
+                pages=pages,
+                views=views,
+                parents=parents,
+                children=children,
+                flow=flow,
+                background=background,
+                drafts_only=True,
+            ):
                 discarded.append(gone)
         elif view is View.DETAIL and isinstance(page, ConsolidatedPage):
             for kid in list(children.get(page_id, ())):
                 if pages[kid].draft:
                     discarded.extend(
-                        _remove_subtree(kid, pages, views, parents, children, flow, background, drafts_only=True)
+                        _remove_subtree(
+                            kid,
+                            pages=pages,
+                            views=views,
+                            parents=parents,
+                            children=children,
+                            flow=flow,
+                            background=background,
+                            drafts_only=True,
+                        )
                     )
                 else:  # a solid page under a draft: it stays known, as a hidden root
                     _detach(kid, parents, children)
@@ -534,7 +556,9 @@ def end_round(state: SessionState) -> RoundEnd:
         unpacked_this_round=frozenset(),
         round=state.round + 1,
     )
-    return RoundEnd(state=new, changes=tuple(changes), solidified=tuple(solidified), discarded=tuple(discarded))
+    return RoundEnd(
+        state=new, changes=tuple(changes), solidified=tuple(solidified), discarded=tuple(discarded)
+    )
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -619,13 +643,13 @@ def _detach(page_id: str, parents: dict[str, str], children: dict[str, list[str]
 
 def _remove_subtree(
     page_id: str,
+    *,
     pages: dict[str, Page],
     views: dict[str, View],
     parents: dict[str, str],
     children: dict[str, list[str]],
     flow: list[str],
     background: list[str],
-    *,
     drafts_only: bool,
 ) -> list[str]:
     """Remove a page and its draft descendants; solid descendants stay as hidden roots."""

@@ -33,10 +33,10 @@ SYSTEM_INSTRUCTIONS = """\
 - view="Summary": the distilled logic only; view="Detail": the full content; \
 view="Unpacked": the container's child pages shown nested in place of its summary.
 - Compare each page's timestamp with CURRENT_TIME to judge order and staleness.
-- Consult(reason, id): zoom in one level (Summary -> Detail; Detail -> Unpacked for Consolidated).
+- Consult(reason, id): zoom in one level (Summary → Detail; Detail → Unpacked for Consolidated).
 - Explore(reason, handle, keywords): search inside the physical block `handle` with the keywords \
 and materialize only the relevant pieces as new pages.
-- Shelve(reason, id): zoom out one level (Unpacked -> Detail; Detail -> Summary) when a detail \
+- Shelve(reason, id): zoom out one level (Unpacked → Detail; Detail → Summary) when a detail \
 stops mattering; when every child of an Unpacked page is shelved, the page folds back to Detail.
 - Never fill a gap by guessing: when the view cannot close the reasoning, Consult or Explore first.
 - Write instructions exactly in the forms above; anything else is a bus fault and stops the round."""

@@ -47,9 +47,9 @@ def parse_tree(text: str | bytes) -> etree._Element:
     try:
         tree = etree.fromstring(data, _parser()).getroottree()
     except etree.XMLSyntaxError as exc:
-        line, column = (exc.position if exc.position else (None, None))
+        line, column = exc.position if exc.position else (None, None)
         raise ContextFormatError(f"not well-formed XML: {exc.msg}", line=line, column=column) from exc
-    if tree.docinfo.doctype:
+    if getattr(tree.docinfo, "doctype", ""):
         raise ContextFormatError("a <!DOCTYPE> declaration is not allowed in a PagedContext document", line=1)
     root = tree.getroot()
     errors = validation_errors(root)
@@ -104,8 +104,8 @@ def _node(element: etree._Element) -> ContextNode:
     origin = element.get("origin")
     return ContextNode(
         id=element.get("id", ""),
-        type=PageType(element.get("type")),
-        view=View(element.get("view")),
+        type=PageType(element.get("type", "")),
+        view=View(element.get("view", "")),
         depth=int(element.get("depth", "0")),
         origin=Origin(origin) if origin is not None else None,
         keywords=_keywords(element.get("keywords")),

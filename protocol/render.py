@@ -14,7 +14,7 @@ as ContextFormatError.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from lxml import etree
 
@@ -31,13 +31,20 @@ from pagedctx.protocol.context import (
 from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
-__all__ = ["build_document_tree", "build_state_tree", "render_document", "render_state", "serialize", "timeline_key"]
+__all__ = [
+    "build_document_tree",
+    "build_state_tree",
+    "render_document",
+    "render_state",
+    "serialize",
+    "timeline_key",
+]
 
 
 def timeline_key(timestamp: datetime, page_id: str) -> tuple[datetime, str]:
     """Order on the timeline (P7): by instant (naive times are read as UTC), then by id."""
     if timestamp.tzinfo is not None:
-        timestamp = timestamp.astimezone(timezone.utc).replace(tzinfo=None)
+        timestamp = timestamp.astimezone(UTC).replace(tzinfo=None)
     return (timestamp, page_id)
 
 
@@ -72,21 +79,18 @@ def _node_element(
     summary: str | None,
     content: str | None,
 ) -> etree._Element:
-    node = etree.SubElement(parent, "Node")
-    # Attribute order follows the seed's boilerplate (section 9.3).
-    node.set("id", page_id)
-    node.set("type", page_type.value)
-    node.set("view", view.value)
-    node.set("depth", str(depth))
+    # Attribute order follows the seed's boilerplate (section 9.3); one dict, one lxml call.
+    attrib = {"id": page_id, "type": page_type.value, "view": view.value, "depth": str(depth)}
     if keywords:
-        node.set("keywords", ", ".join(keywords))
+        attrib["keywords"] = ", ".join(keywords)
     if origin is not None:
-        node.set("origin", origin)
-    node.set("timestamp", timestamp.isoformat())
+        attrib["origin"] = origin
+    attrib["timestamp"] = timestamp.isoformat()
     if handle is not None:
-        node.set("handle", handle)
+        attrib["handle"] = handle
     if draft:
-        node.set("draft", "true")
+        attrib["draft"] = "true"
+    node = etree.SubElement(parent, "Node", attrib)
     if summary is not None:
         _set_text(etree.SubElement(node, "Summary"), summary)
     if content is not None:
@@ -173,14 +177,13 @@ def render_document(doc: PagedContextDocument, *, validate: bool = True) -> str:
 
 
 def _page_element(parent: etree._Element, state: SessionState, page: Page, view: View) -> None:
-    is_original = isinstance(page, OriginalPage)
     summary: str | None = None
     content: str | None = None
     if view is View.SUMMARY:
         summary = page.summary or None
     elif view is View.DETAIL:
         # P4: Detail shows an Original page's content, and a Consolidated page's summary in full.
-        content = page.content if is_original else page.summary
+        content = page.content if isinstance(page, OriginalPage) else page.summary
     element = _node_element(
         parent,
         page_id=page.id,

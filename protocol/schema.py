@@ -40,5 +40,5 @@ def validation_errors(root: etree._Element) -> list[SchemaError]:
         return []
     return [
         SchemaError(line=e.line or None, column=e.column or None, message=e.message)
-        for e in schema.error_log  # type: ignore[attr-defined]
+        for e in schema.error_log
     ]

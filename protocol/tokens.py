@@ -45,7 +45,9 @@ class TokenCounter(Protocol):
 class CachedCounter:
     """A token counter with a bounded LRU cache of counts."""
 
-    def __init__(self, name: str, encode_length: Callable[[str], int], max_entries: int = _CACHE_ENTRIES) -> None:
+    def __init__(
+        self, name: str, encode_length: Callable[[str], int], max_entries: int = _CACHE_ENTRIES
+    ) -> None:
         self._name = name
         self._encode_length = encode_length
         self._cache: OrderedDict[str | bytes, int] = OrderedDict()

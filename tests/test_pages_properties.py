@@ -145,7 +145,9 @@ def _shift(page: Page, offset: int) -> Page:
         return pid(int(ref, 16) + offset)
 
     if isinstance(page, ConsolidatedPage):
-        return page.model_copy(update={"id": move(page.id), "source_ids": tuple(move(s) for s in page.source_ids)})
+        return page.model_copy(
+            update={"id": move(page.id), "source_ids": tuple(move(s) for s in page.source_ids)}
+        )
     return page.model_copy(update={"id": move(page.id)})
 
 

@@ -283,7 +283,9 @@ def test_round_end_solidifies_and_discards_drafts() -> None:
 
 
 def test_round_end_keeps_solid_children_of_a_draft_as_hidden_roots() -> None:
-    state = build(consolidated(70, [71, 72], draft=True), original(71, depth=2), original(72, depth=2, draft=True))
+    state = build(
+        consolidated(70, [71, 72], draft=True), original(71, depth=2), original(72, depth=2, draft=True)
+    )
     state = ok(consult(state, pid(70)))
     new = end_round(state).state
     assert isinstance(new.pages[pid(70)], OriginalPage)

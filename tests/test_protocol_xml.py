@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,17 @@ from pagedctx.protocol.render import render_document, render_state
 from pagedctx.protocol.xml_text import decode, encode, needs_escape
 
 NOW = datetime(2026, 2, 14, 11, 0, 0)
-HOSTILE = ["</Node>", "]]>", "<Consult(\"x\", f1a2b3c4)>", "\x00\x01\x1f", "\ud800", "\ufffe", "&amp;", "\\x01", "\r\n"]
+HOSTILE = [
+    "</Node>",
+    "]]>",
+    '<Consult("x", f1a2b3c4)>',
+    "\x00\x01\x1f",
+    "\ud800",
+    "\ufffe",
+    "&amp;",
+    "\\x01",
+    "\r\n",
+]
 
 
 def test_seed_boilerplate_with_real_values_validates(data_dir: Path) -> None:
@@ -41,7 +51,9 @@ def test_seed_boilerplate_round_trips(data_dir: Path) -> None:
     assert [n.id for n in doc.flow] == ["f1a2b3c4", "d4e5f6a1", "b2c3d4e5", "c3d4e5f6", "e5f6a7b8"]
     assert doc.flow[0].keywords == ("CS", "Addressing")
     assert [c.id for c in doc.flow[4].children] == ["a7b8c9d0", "f9e8d7c6"]
-    assert doc.trace == (TraceStep(action="Consult", target="PageID", reason="寻找高层逻辑背后的原始证据支撑。"),)
+    assert doc.trace == (
+        TraceStep(action="Consult", target="PageID", reason="寻找高层逻辑背后的原始证据支撑。"),
+    )
     text = render_document(doc)
     assert render_document(parse_document(text)) == text
 
@@ -64,7 +76,9 @@ def test_render_state_matches_golden(data_dir: Path) -> None:
         state,
         current_time=NOW,
         query="Where is the addressing bug?",
-        trace=[TraceStep(action="Consult", target=pid(10), reason="need the container's children", status="ok")],
+        trace=[
+            TraceStep(action="Consult", target=pid(10), reason="need the container's children", status="ok")
+        ],
         registry=[RegistryEntry(id="SESSION", value="s-1")],
     )
     golden = data_dir / "render_state_golden.xml"
@@ -72,7 +86,7 @@ def test_render_state_matches_golden(data_dir: Path) -> None:
 
 
 def test_render_state_orders_aware_and_naive_times_on_one_timeline() -> None:
-    early = original(1).model_copy(update={"timestamp": datetime(2026, 2, 14, 9, 0, tzinfo=timezone.utc)})
+    early = original(1).model_copy(update={"timestamp": datetime(2026, 2, 14, 9, 0, tzinfo=UTC)})
     late = original(2).model_copy(update={"timestamp": datetime(2026, 2, 14, 9, 30)})
     text = render_state(build(late, early), current_time=NOW)
     assert text.index(pid(1)) < text.index(pid(2))
@@ -101,7 +115,9 @@ def test_megabytes_of_content_round_trip() -> None:
     assert len(doc.flow) == 1
 
 
-KEYWORD = st.text(st.characters(blacklist_categories=["Cc", "Cs", "Zs"], blacklist_characters=","), min_size=1)
+KEYWORD = st.text(
+    st.characters(blacklist_categories=["Cc", "Cs", "Zs"], blacklist_characters=","), min_size=1
+)
 TIMES = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)).map(
     lambda t: t.replace(microsecond=0)
 )
@@ -151,7 +167,9 @@ def documents(draw: st.DrawFn) -> PagedContextDocument:
         query=draw(st.text()),
         trace=tuple(
             TraceStep(action=a, target=t, reason=r)
-            for a, t, r in draw(st.lists(st.tuples(st.sampled_from(["Consult", "Shelve"]), st.text(), st.text()), max_size=3))
+            for a, t, r in draw(
+                st.lists(st.tuples(st.sampled_from(["Consult", "Shelve"]), st.text(), st.text()), max_size=3)
+            )
         ),
         flow=tuple(draw(st.lists(nodes(), max_size=4))),
         background=draw(st.none() | st.lists(summary_nodes(), max_size=3).map(tuple)),
@@ -209,18 +227,26 @@ def _doc_with(node_xml: str) -> str:
 @pytest.mark.parametrize(
     "node_xml",
     [
-        '<Node id="abcd1234" type="Original" view="Unpacked" depth="1" origin="History" timestamp="2026-02-14T10:00:00">'
-        '<Node id="abcd1235" type="Original" view="Summary" depth="2" origin="History" timestamp="2026-02-14T10:00:00"/>'
-        "</Node>",
-        '<Node id="abcd1234" type="Original" view="Detail" depth="1" origin="History" timestamp="2026-02-14T10:00:00"/>',
+        '<Node id="abcd1234" type="Original" view="Unpacked" depth="1" origin="History" '
+        'timestamp="2026-02-14T10:00:00"><Node id="abcd1235" type="Original" view="Summary" depth="2" '
+        'origin="History" timestamp="2026-02-14T10:00:00"/></Node>',
+        '<Node id="abcd1234" type="Original" view="Detail" depth="1" origin="History" '
+        'timestamp="2026-02-14T10:00:00"/>',
         '<Node id="abcd1234" type="Original" view="Summary" depth="1" timestamp="2026-02-14T10:00:00"/>',
         '<Node id="ABCD" type="Consolidated" view="Summary" depth="1" timestamp="2026-02-14T10:00:00"/>',
         '<Node id="abcd1234" type="Consolidated" view="Unpacked" depth="1" timestamp="2026-02-14T10:00:00"/>',
         '<Node id="abcd1234" type="Consolidated" view="Summary" depth="-1" timestamp="2026-02-14T10:00:00"/>',
         '<Node id="abcd1234" type="Consolidated" view="Summary" depth="1" timestamp="yesterday"/>',
     ],
-    ids=["original-unpacked", "detail-without-content", "original-without-origin", "bad-id", "unpacked-empty",
-         "negative-depth", "bad-timestamp"],
+    ids=[
+        "original-unpacked",
+        "detail-without-content",
+        "original-without-origin",
+        "bad-id",
+        "unpacked-empty",
+        "negative-depth",
+        "bad-timestamp",
+    ],
 )
 def test_schema_refuses_illegal_nodes(node_xml: str) -> None:
     """P4/P6: the schema encodes the view rules (Unpacked only for Consolidated, with children)."""

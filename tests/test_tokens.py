@@ -1,0 +1,71 @@
+"""Token counting (issue 2 item 6): exact offline cl100k counts, cached; HF tokenizers from a path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pagedctx.errors import TokenizerError
+from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, TokenCounter, token_counter
+
+
+def test_default_counter_is_offline_cl100k_and_exact() -> None:
+    counter = token_counter()
+    assert counter.name == DEFAULT_TOKENIZER
+    assert isinstance(counter, TokenCounter)
+    # Known cl100k_base encodings: "hello world" is [15339, 1917].
+    assert counter.count("hello world") == 2
+    assert counter.count("") == 0
+    assert counter.count("<|endoftext|>") == 7  # special tokens count as plain text
+    assert counter.count("a\ud800b") >= 2  # lone surrogates do not raise
+
+
+def test_counts_are_cached_including_long_texts() -> None:
+    calls: list[str] = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    counter = CachedCounter("test", length, max_entries=2)
+    long_text = "x" * 10_000
+    assert [counter.count(t) for t in ("a", "a", long_text, long_text)] == [1, 1, 10_000, 10_000]
+    assert len(calls) == 2 and (counter.hits, counter.misses) == (2, 2)
+    counter.count("b")
+    counter.count("c")  # evicts the least recently used entry
+    counter.count("a")
+    assert calls[-1] == "a"
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("tiktoken", "must look like"),
+        ("nope:x", "unknown tokenizer kind"),
+        ("tiktoken:not_an_encoding", "unknown tiktoken encoding"),
+        ("hf:/definitely/not/here", "no tokenizer file"),
+    ],
+)
+def test_bad_specs_raise_tokenizer_error(spec: str, fragment: str) -> None:
+    with pytest.raises(TokenizerError, match=fragment):
+        token_counter(spec)
+
+
+def test_huggingface_tokenizer_from_a_local_folder(tmp_path: Path) -> None:
+    """Issue 7 item 5 groundwork: the served model's own tokenizer, read from disk."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "hello": 1, "world": 2}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    counter = token_counter(f"hf:{tmp_path}")
+    assert counter.count("hello world hello") == 3
+    assert counter.count("unknown words") == 2
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "tokenizer.json").write_text(json.dumps({"not": "a tokenizer"}))
+    with pytest.raises(TokenizerError, match=r"not a readable tokenizer\.json"):
+        token_counter(f"hf:{tmp_path / 'broken'}")
