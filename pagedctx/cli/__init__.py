@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from pagedctx._version import __version__
-from pagedctx.cli import envelope, instructions, modules, xml
+from pagedctx.cli import config, envelope, instructions, modules, xml
 
 app = typer.Typer(
     name="pagedctx",
@@ -22,6 +22,7 @@ app.add_typer(xml.app, name="xml")
 app.add_typer(instructions.app, name="instructions")
 app.add_typer(modules.app, name="modules")
 app.add_typer(envelope.app, name="envelope")
+app.add_typer(config.app, name="config")
 
 
 def _version_callback(value: bool) -> None:

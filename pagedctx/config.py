@@ -1,0 +1,138 @@
+"""The one typed configuration of pagedctx.
+
+Precedence, lowest first (STYLE.md "Configuration"):
+1. the packaged `configs/default.yaml`;
+2. the profile: `configs/profiles/<name>.yaml`, or a path to a YAML file (name from the
+   `--profile` flag, else `PAGEDCTX_PROFILE`, else `profile` in the defaults);
+3. environment variables `PAGEDCTX_<FIELD>` (`PAGEDCTX_HOME`, `PAGEDCTX_STORE`,
+   `PAGEDCTX_TOKENIZER`, `PAGEDCTX_BUDGET`, `PAGEDCTX_POLICY`, `PAGEDCTX_RUNTIME`,
+   `PAGEDCTX_MODULES_DIR`);
+4. command-line flags (`overrides`; a None value means "flag not given").
+
+Every failure is a ConfigError naming the source (file, variable, flag) and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pagedctx.errors import ConfigError
+from pagedctx.protocol.strict_yaml import YamlError, load_yaml
+from pagedctx.protocol.tokens import DEFAULT_TOKENIZER
+
+__all__ = ["ENV_PREFIX", "Config", "available_profiles", "load_config"]
+
+ENV_PREFIX = "PAGEDCTX_"
+
+
+class Config(BaseModel):
+    """The effective configuration (see the module docstring for where each value comes from)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str = "local"
+    home: Path = Path(".pagedctx")
+    store: str | None = Field(default=None, description="store URL; default sqlite:///<home>/state.db")
+    tokenizer: str = DEFAULT_TOKENIZER
+    budget: int = Field(default=8000, gt=0, description="token budget of a rendered context")
+    policy: str = Field(default="baseline", description="'baseline' or a model backend name")
+    runtime: Literal["ray", "inproc"] = "ray"
+    modules_dir: Path | None = None
+    models: dict[str, Any] = Field(default_factory=dict)
+    ray: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def store_url(self) -> str:
+        """The store URL, defaulting to the embedded SQLite file under `home`."""
+        return self.store or f"sqlite:///{(self.home / 'state.db').resolve()}"
+
+
+_ENV_FIELDS = ("profile", "home", "store", "tokenizer", "budget", "policy", "runtime", "modules_dir")
+
+
+def _configs() -> resources.abc.Traversable:
+    return resources.files("pagedctx.configs")
+
+
+def available_profiles() -> list[str]:
+    """Names of the profiles shipped in the package."""
+    folder = _configs() / "profiles"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_mapping(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = load_yaml(text)
+    except YamlError as exc:
+        raise ConfigError(f"{source}: {exc.message}; fix the file") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of settings, found {type(data).__name__}")
+    return data
+
+
+def _profile_layer(name: str) -> dict[str, Any]:
+    if name.endswith((".yaml", ".yml")) or os.sep in name:
+        path = Path(name).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read profile file {path}: {exc.strerror or exc}") from exc
+        return _read_mapping(text, str(path))
+    resource = _configs() / "profiles" / f"{name}.yaml"
+    if not resource.is_file():
+        raise ConfigError(
+            f"unknown profile {name!r}; shipped profiles: {', '.join(available_profiles())} "
+            "(or pass a path to a YAML file)"
+        )
+    return _read_mapping(resource.read_text(encoding="utf-8"), f"profile {name}")
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    return {f: environ[ENV_PREFIX + f.upper()] for f in _ENV_FIELDS if ENV_PREFIX + f.upper() in environ}
+
+
+def load_config(
+    *,
+    profile: str | None = None,
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Merge the four layers and validate once; ConfigError names the layer that is wrong."""
+    environ = os.environ if environ is None else environ
+    defaults = _read_mapping(
+        (_configs() / "default.yaml").read_text(encoding="utf-8"), "configs/default.yaml"
+    )
+    env = _env_layer(environ)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    name = profile or env.get("profile") or str(defaults.get("profile", "local"))
+    layers: list[tuple[str, dict[str, Any]]] = [
+        ("configs/default.yaml", defaults),
+        (f"profile {name}", {**_profile_layer(name), "profile": name}),
+        ("environment (PAGEDCTX_*)", env),
+        ("command-line flags", flags),
+    ]
+    merged: dict[str, Any] = {}
+    for source, layer in layers:
+        unknown = sorted(set(layer) - set(Config.model_fields))
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(Config.model_fields)}"
+            )
+        merged.update(layer)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        origin = {k: src for src, layer in layers for k in layer}
+        first = str(exc.errors()[0]["loc"][0]) if exc.errors() else ""
+        raise ConfigError(
+            f"invalid configuration ({problems}); {first!r} came from {origin.get(first, '?')}"
+        ) from exc
