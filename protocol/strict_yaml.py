@@ -52,7 +52,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def load_yaml(text: str) -> Any:
     """Parse one YAML document safely; raises YamlError on syntax errors and duplicate keys."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no Python objects
     except YamlError:
         raise
     except yaml.MarkedYAMLError as exc:
