@@ -49,8 +49,8 @@ def parse(
     Exit 0: parsed; 2: the input could not be read or is not UTF-8; 3: Bus Fault (printed as JSON).
     """
     # Imported here so that `pagedctx --help` and other commands never pay for pydantic.
-    from pagedctx.errors import BusFault, UsageError  # noqa: PLC0415
-    from pagedctx.protocol.instructions import parse_worker_output  # noqa: PLC0415
+    from pagedctx.errors import BusFault, UsageError
+    from pagedctx.protocol.instructions import parse_worker_output
 
     raw = _read_input(file)
     try:

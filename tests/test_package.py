@@ -1,0 +1,62 @@
+"""The package itself: the pinned public API, the CLI entry points, a fast CLI start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import pagedctx
+from pagedctx.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_exported_members_are_pinned() -> None:
+    """STYLE.md: one public facade with a sorted __all__, every name resolving."""
+    assert pagedctx.__all__ == [
+        "BusFault",
+        "ConsolidatedPage",
+        "ContextFormatError",
+        "EnvelopeViolation",
+        "OriginalPage",
+        "PagedctxError",
+        "SessionState",
+        "UsageError",
+        "View",
+        "__version__",
+    ]
+    assert pagedctx.__all__ == sorted(pagedctx.__all__)
+    for name in pagedctx.__all__:
+        assert getattr(pagedctx, name) is not None
+
+
+def test_version_flag() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"pagedctx {pagedctx.__version__}\n"
+
+
+def test_cli_start_imports_nothing_heavy() -> None:
+    """Issue 3 item 5: commands that do not use Ray, models or lxml never pay for them."""
+    code = (
+        "import sys, pagedctx.cli\n"
+        "heavy = [m for m in ('ray', 'lxml', 'tiktoken', 'jsonschema', 'yaml', 'vllm') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == ""
+
+
+def test_python_dash_m_from_the_source_tree() -> None:
+    """`python -m pagedctx` works from a checkout's root, where ./pagedctx shadows the install."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pagedctx", "xml", "validate", "docs/examples/paged_context.xml"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("valid:")
