@@ -39,6 +39,5 @@ def validation_errors(root: etree._Element) -> list[SchemaError]:
     if schema.validate(root):
         return []
     return [
-        SchemaError(line=e.line or None, column=e.column or None, message=e.message)
-        for e in schema.error_log
+        SchemaError(line=e.line or None, column=e.column or None, message=e.message) for e in schema.error_log
     ]
