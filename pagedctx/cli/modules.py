@@ -13,7 +13,9 @@ from typing import Any
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="List and validate contract-first modules (Cognitive Modules v2.2).")
+app = typer.Typer(
+    no_args_is_help=True, help="List and validate contract-first modules (Cognitive Modules v2.2)."
+)
 
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
@@ -34,8 +36,8 @@ def _usage(message: str) -> typer.Exit:
 @app.command("list")
 def list_(root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP)) -> None:
     """Print the module names under the root, one a line."""
-    from pagedctx.errors import UsageError  # noqa: PLC0415
-    from pagedctx.host.modules import list_modules  # noqa: PLC0415
+    from pagedctx.errors import UsageError
+    from pagedctx.host.modules import list_modules
 
     try:
         names = list_modules(root)
@@ -47,13 +49,20 @@ def list_(root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP)) -> 
 
 @app.command("validate")
 def validate(
-    name: str | None = typer.Argument(None, help="A module name under the root, or a path to a module folder."),
+    name: str | None = typer.Argument(
+        None, help="A module name under the root, or a path to a module folder."
+    ),
     all_: bool = typer.Option(False, "--all", help="Validate every module under the root."),
     root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
 ) -> None:
     """Validate module folders; print JSON. Exit 0 valid, 1 violations, 2 usage error."""
-    from pagedctx.errors import UsageError  # noqa: PLC0415
-    from pagedctx.host.modules import list_modules, resolve_module_dir, validate_module_dir  # noqa: PLC0415
+    from pagedctx.errors import UsageError
+    from pagedctx.host.modules import (
+        default_root,
+        list_modules,
+        resolve_module_dir,
+        validate_module_dir,
+    )
 
     if (name is None) == (not all_):
         raise _usage("give one module NAME (or a folder path) or --all, not both and not neither")
@@ -64,7 +73,8 @@ def validate(
             names = list_modules(root)
             if not names:
                 raise _usage(f"no module folders under {root or 'the packaged configs/modules'}")
-            folders = [resolve_module_dir(module, root=root) for module in names]
+            base = root if root is not None else default_root()
+            folders = [base / module for module in names]
         results = {folder.name: validate_module_dir(folder) for folder in folders}
     except UsageError as error:
         raise _usage(error.message) from None
