@@ -51,7 +51,9 @@ def test_handles() -> None:
 
 
 def test_pblock_model() -> None:
-    block = PBlock(handle="pb:0a1b2c3d", kind=PBlockKind.FILE, structured=True, source="src/", children=("pb:00ff00ff",))
+    block = PBlock(
+        handle="pb:0a1b2c3d", kind=PBlockKind.FILE, structured=True, source="src/", children=("pb:00ff00ff",)
+    )
     assert block.children == ("pb:00ff00ff",)
     with pytest.raises(ValidationError):
         PBlock(handle="0a1b2c3d", kind=PBlockKind.FILE, structured=False, source="x")
@@ -59,8 +61,14 @@ def test_pblock_model() -> None:
 
 @pytest.mark.parametrize(
     ("keywords", "fragment"),
-    [((" padded",), "surrounding whitespace"), (("a,b",), "comma"), (("tab\t",), "whitespace"),
-     (("bell\x07",), "control"), (("dup", "dup"), "unique"), (("",), "non-empty")],
+    [
+        ((" padded",), "surrounding whitespace"),
+        (("a,b",), "comma"),
+        (("tab\t",), "whitespace"),
+        (("bell\x07",), "control"),
+        (("dup", "dup"), "unique"),
+        (("",), "non-empty"),
+    ],
 )
 def test_keyword_rules(keywords: tuple[str, ...], fragment: str) -> None:
     """P6: keywords travel comma-separated in one attribute, so commas and controls are refused."""
@@ -74,7 +82,9 @@ def test_keyword_rules(keywords: tuple[str, ...], fragment: str) -> None:
 )
 def test_source_id_rules(sources: tuple[str, ...], fragment: str) -> None:
     with pytest.raises(ValidationError, match=fragment):
-        ConsolidatedPage(id="abcd0000", depth=0, timestamp=datetime(2026, 1, 1), summary="s", source_ids=sources)
+        ConsolidatedPage(
+            id="abcd0000", depth=0, timestamp=datetime(2026, 1, 1), summary="s", source_ids=sources
+        )
 
 
 def test_page_union_round_trips_by_type_tag() -> None:
@@ -116,9 +126,9 @@ def test_check_invariants_names_every_broken_rule() -> None:
     assert _broken(state, flow=(pid(10), pid(3), pid(1))) == [
         f"shown root {pid(1)} must be a known page without a parent"
     ]
-    assert _broken(state, flow=(pid(10),), background=(pid(3),), views={**state.views, pid(3): View.DETAIL}) == [
-        f"background page {pid(3)} must be in Summary"
-    ]
+    assert _broken(
+        state, flow=(pid(10),), background=(pid(3),), views={**state.views, pid(3): View.DETAIL}
+    ) == [f"background page {pid(3)} must be in Summary"]
     unpacked = ok(consult(ok(consult(state, pid(10))), pid(10)))
     assert _broken(unpacked, unpacked_this_round=frozenset()) == [
         f"Unpacked page {pid(10)} has every child in Summary"
