@@ -45,6 +45,15 @@ _REGISTRY_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _ACTION = re.compile(r"^[A-Za-z][A-Za-z_]*$")
 
 
+def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(values)) != len(values):
+        raise ValueError(f"keywords must be unique, got {list(values)}")
+    return values
+
+
+UniqueKeywords = Annotated[tuple[Keyword, ...], AfterValidator(_unique)]
+
+
 def _registry_id(value: str) -> str:
     if not _REGISTRY_ID.match(value) or value == "CURRENT_TIME":
         raise ValueError(
@@ -70,7 +79,7 @@ class TraceStep(BaseModel):
     action: Annotated[str, Field(pattern=_ACTION.pattern)]
     target: str
     reason: str
-    keywords: tuple[Keyword, ...] = ()
+    keywords: UniqueKeywords = ()
     status: str | None = Field(default=None, pattern=r"^(ok|fault)$")
 
 
@@ -84,7 +93,7 @@ class ContextNode(BaseModel):
     view: View
     depth: int = Field(ge=0)
     origin: Origin | None = None
-    keywords: tuple[Keyword, ...] = ()
+    keywords: UniqueKeywords = ()
     timestamp: datetime
     handle: str | None = Field(default=None, pattern=r"^pb:[0-9a-f]{4,64}$")
     draft: bool = False
