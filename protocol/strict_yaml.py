@@ -38,8 +38,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=deep)
+            mark = key_node.start_mark
+            try:
+                hash(key)
+            except TypeError:
+                raise YamlError(
+                    f"a mapping key must be a scalar, found {type(key).__name__} at line {mark.line + 1}",
+                    line=mark.line + 1,
+                    column=mark.column + 1,
+                ) from None
             if key in seen:
-                mark = key_node.start_mark
                 raise YamlError(
                     f"duplicate key {key!r} at line {mark.line + 1}",
                     line=mark.line + 1,

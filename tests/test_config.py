@@ -73,6 +73,8 @@ def test_strict_yaml() -> None:
         load_yaml("a: [1, 2\n")
     with pytest.raises(YamlError):
         load_yaml("!!python/object:os.system {}")
+    with pytest.raises(YamlError, match="must be a scalar"):
+        load_yaml("? [a]\n: 1\n")
 
 
 def test_cli_config_show(monkeypatch: pytest.MonkeyPatch) -> None:

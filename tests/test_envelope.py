@@ -20,11 +20,8 @@ from hypothesis import strategies as st
 from pagedctx.errors import EnvelopeViolation, FailCode
 from pagedctx.protocol.envelope import (
     RULES,
-    TIER_DEFAULTS,
     FailureEnvelope,
-    ModuleManifest,
     SuccessEnvelope,
-    Tier,
     Violation,
     aggregate_risk,
     check_envelope,
@@ -32,6 +29,7 @@ from pagedctx.protocol.envelope import (
     parse_envelope_json,
     validate_envelope,
 )
+from pagedctx.protocol.manifest import TIER_DEFAULTS, ModuleManifest, Tier
 
 Pairs = set[tuple[str, str]]
 
