@@ -19,6 +19,7 @@ from pagedctx.pages.model import (
     is_handle,
     page_adapter,
 )
+from pagedctx.pages.moves import add_pages, consult, dehydrate, end_round, fold_to_background, shelve
 from pagedctx.pages.state import (
     Fault,
     FaultCode,
@@ -28,14 +29,8 @@ from pagedctx.pages.state import (
     Transition,
     ViewChange,
     activation,
-    add_pages,
     check_invariants,
-    consult,
-    dehydrate,
-    end_round,
-    fold_to_background,
     is_visible,
-    shelve,
 )
 
 __all__ = [
