@@ -1,0 +1,25 @@
+"""Key names in the store: the S4 keys of seed 003, and our own under `pagedctx/`."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BLOCKS",
+    "CHUNKS",
+    "FILES_META",
+    "INDEX_META",
+    "SOLUTIONS",
+    "SYMBOL_PREFIX",
+    "symbol_key",
+]
+
+CHUNKS = "sys/chunks"  # hash: chunk id -> Chunk JSON
+FILES_META = "sys/files/meta"  # hash: path -> file meta JSON (mtime, size, hash, chunk ids, ...)
+SYMBOL_PREFIX = "sys/idx/sym/"  # set per symbol: ids of the chunks that define it
+SOLUTIONS = "sys/solutions"  # hash: solution id -> Solution JSON (S8)
+BLOCKS = "pagedctx/blocks"  # hash: PBlock handle -> PBlock JSON (repo, directories, files, P17)
+INDEX_META = "pagedctx/index"  # hash: base, roots, last update, counts
+
+
+def symbol_key(symbol: str) -> str:
+    """`sys/idx/sym/{symbol}`."""
+    return SYMBOL_PREFIX + symbol
