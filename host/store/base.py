@@ -12,6 +12,7 @@ and our own under `pagedctx/` (see `keys.py`).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
@@ -53,7 +54,7 @@ class Store(Protocol):
     def hdel(self, key: str, *fields: str) -> None: ...
 
     # sets
-    def smembers(self, key: str) -> set[str]: ...
+    def smembers(self, key: str) -> builtins.set[str]: ...
     def sadd(self, key: str, *members: str) -> None: ...
     def srem(self, key: str, *members: str) -> None: ...
 

@@ -6,6 +6,7 @@ __all__ = [
     "BLOCKS",
     "CHUNKS",
     "FILES_META",
+    "HANDLES",
     "INDEX_META",
     "SOLUTIONS",
     "SYMBOL_PREFIX",
@@ -17,6 +18,7 @@ FILES_META = "sys/files/meta"  # hash: path -> file meta JSON (mtime, size, hash
 SYMBOL_PREFIX = "sys/idx/sym/"  # set per symbol: ids of the chunks that define it
 SOLUTIONS = "sys/solutions"  # hash: solution id -> Solution JSON (S8)
 BLOCKS = "pagedctx/blocks"  # hash: PBlock handle -> PBlock JSON (repo, directories, files, P17)
+HANDLES = "pagedctx/handles"  # hash: chunk PBlock handle -> chunk id (chunk blocks are built on demand)
 INDEX_META = "pagedctx/index"  # hash: base, roots, last update, counts
 
 
