@@ -858,3 +858,30 @@ def test_every_redis_exception_class_becomes_a_store_error(cls: type[BaseExcepti
 def test_glob_escape() -> None:
     """scan_keys on Redis: the prefix is a literal in SCAN MATCH."""
     assert glob_escape("a*b?c[d]e\\f%_") == "a\\*b\\?c\\[d\\]e\\\\f%_"
+
+
+def test_a_lock_whose_process_died_is_taken_over(store: Store) -> None:
+    """A killed indexer must not block the next one until its lock expires (both backends)."""
+    import socket
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from pagedctx.host.store.sqlite import owner_is_gone
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    ghost = f"{socket.gethostname()}:{dead.stdout.strip()}:deadbeef"
+    assert owner_is_gone(ghost)
+    assert not owner_is_gone(f"{socket.gethostname()}:{os.getpid()}:cafe")
+    assert not owner_is_gone(f"another-host:{dead.stdout.strip()}:cafe")
+    if isinstance(store, SqliteStore):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("INSERT INTO locks VALUES (?, ?, ?)", ("index", ghost, time.time() + 600))
+    else:
+        assert isinstance(store, RedisStore)
+        store.client.set(LOCK_PREFIX + "index", ghost, px=600_000)
+    with store.lock("index", ttl_seconds=5):
+        pass

@@ -27,7 +27,7 @@ import redis
 import redis.exceptions
 
 from pagedctx.errors import StoreError, UsageError
-from pagedctx.host.store.sqlite import lock_held_message, lock_owner
+from pagedctx.host.store.sqlite import lock_held_message, lock_owner, owner_is_gone
 
 __all__ = ["LOCK_PREFIX", "RedisBatch", "RedisStore", "glob_escape"]
 
@@ -304,6 +304,9 @@ class RedisStore:
                 pipe.get(key)
                 pipe.pttl(key)
                 holder, remaining_ms = pipe.execute()
+                if holder is not None and owner_is_gone(holder):
+                    self._release(keys=[key], args=[holder])  # its process died on this host
+                    continue
                 if holder is not None and remaining_ms is not None and remaining_ms > 0:
                     raise StoreError(lock_held_message(name, holder, time.time() + remaining_ms / 1000))
             else:

@@ -38,6 +38,7 @@ __all__ = [
     "SqliteStore",
     "lock_held_message",
     "lock_owner",
+    "owner_is_gone",
     "prefix_upper_bound",
 ]
 
@@ -66,6 +67,24 @@ _TABLE: dict[_Kind, str] = {"string": "strings", "hash": "hashes", "set": "sets"
 def lock_owner() -> str:
     """A lock owner id: `hostname:pid:random`, unique per acquisition."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True when a lock owner was a process on this host that no longer runs (killed, crashed).
+
+    Such a lock is taken over at once instead of blocking until its time-to-live runs out.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def lock_held_message(name: str, owner: str, expires_at: float) -> str:
@@ -495,7 +514,7 @@ class SqliteStore:
         with self._write(f"lock '{name}'", in_batch=False) as conn:
             now = time.time()
             row = conn.execute("SELECT owner, expires_at FROM locks WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[1] > now:
+            if row is not None and row[1] > now and not owner_is_gone(row[0]):
                 raise StoreError(lock_held_message(name, row[0], row[1]))
             conn.execute(
                 "INSERT INTO locks (name, owner, expires_at) VALUES (?, ?, ?) "
