@@ -10,6 +10,7 @@ import typer
 
 from pagedctx._version import __version__
 from pagedctx.cli import config, envelope, instructions, modules, xml
+from pagedctx.cli.index import index as index_command
 
 app = typer.Typer(
     name="pagedctx",
@@ -23,6 +24,7 @@ app.add_typer(instructions.app, name="instructions")
 app.add_typer(modules.app, name="modules")
 app.add_typer(envelope.app, name="envelope")
 app.add_typer(config.app, name="config")
+app.command("index")(index_command)
 
 
 def _version_callback(value: bool) -> None:

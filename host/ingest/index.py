@@ -1,0 +1,449 @@
+"""The code index (S1-S4, P2, P17): roots -> files -> chunks in a store, kept current incrementally.
+
+`Index.open(store).update(roots)` walks the roots, and for each code file compares the stored
+`sys/files/meta` entry (mtime, size) with the file: equal means unchanged and the file is not
+read; different means the content is hashed, and only a changed hash re-parses the file. Files
+gone from the roots (deleted, renamed, now ignored or skipped) lose their chunks and symbol
+entries. Writes go in batches of whole files: a process killed mid-update leaves every file
+either fully old or fully new, and the next update finishes the job.
+
+Paths are POSIX, relative to the index base: the common parent of the first update's roots.
+Later updates must name roots under that base (a UsageError says so otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pagedctx.errors import UsageError
+from pagedctx.host.code.chunk import Chunk
+from pagedctx.host.code.languages import language_for_path
+from pagedctx.host.ingest.analyse import Analysis, Task, analyse_all
+from pagedctx.host.ingest.blocks import BlockTree, chunk_handle
+from pagedctx.host.ingest.model import (
+    FastMeta,
+    FileMeta,
+    IndexMeta,
+    IndexStatus,
+    LanguageStats,
+    SkippedFile,
+    UpdateReport,
+)
+from pagedctx.host.ingest.walk import FoundFile, Skipped, SkipReason, walk_roots
+from pagedctx.host.store import keys
+from pagedctx.host.store.base import Batch, Store
+from pagedctx.host.store.url import open_store
+from pagedctx.pages import PBlock
+from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, token_counter
+
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "Index", "Progress"]
+
+DEFAULT_MAX_FILE_BYTES = 1 << 20
+FILES = "pagedctx/files"  # hash: path -> FileMeta JSON
+SKIPPED = "pagedctx/skipped"  # hash: path -> {"reason", "detail"} JSON
+BATCH_FILES = 200  # files per atomic write
+_LOCK_TTL_SECONDS = 3600.0
+# Reasons reported only for code files: a 50 MB video in the tree is not news, a 50 MB .py is.
+_CODE_ONLY = frozenset({SkipReason.TOO_LARGE})
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class _Pending:
+    """Writes for one batch of files, applied together."""
+
+    metas: dict[str, str] = field(default_factory=dict)
+    fast: dict[str, str] = field(default_factory=dict)
+    chunks: dict[str, str] = field(default_factory=dict)
+    handles: dict[str, str] = field(default_factory=dict)
+    blocks: dict[str, str] = field(default_factory=dict)
+    symbols_add: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    symbols_remove: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    dead_chunks: set[str] = field(default_factory=set)
+    dead_handles: set[str] = field(default_factory=set)
+    dead_files: set[str] = field(default_factory=set)
+    files: int = 0
+
+    def apply(self, batch: Batch) -> None:
+        if self.dead_chunks:
+            batch.hdel(keys.CHUNKS, *sorted(self.dead_chunks))
+        if self.dead_handles:
+            batch.hdel(keys.HANDLES, *sorted(self.dead_handles))
+            batch.hdel(keys.BLOCKS, *sorted(self.dead_handles))
+        if self.dead_files:
+            batch.hdel(keys.FILES_META, *sorted(self.dead_files))
+            batch.hdel(FILES, *sorted(self.dead_files))
+        for symbol, ids in self.symbols_remove.items():
+            batch.srem(keys.symbol_key(symbol), *sorted(ids))
+        for symbol, ids in self.symbols_add.items():
+            batch.sadd(keys.symbol_key(symbol), *sorted(ids))
+        for name, mapping in (
+            (keys.CHUNKS, self.chunks),
+            (keys.HANDLES, self.handles),
+            (keys.BLOCKS, self.blocks),
+            (FILES, self.metas),
+            (keys.FILES_META, self.fast),
+        ):
+            if mapping:
+                batch.hset(name, mapping)
+
+
+@dataclass
+class _Tally:
+    """What an update accumulates across files, besides the writes."""
+
+    report: UpdateReport
+    skipped: list[Skipped]
+    kept: dict[str, FastMeta]
+    present: set[str]
+    symbols: set[str]
+
+
+class Index:
+    """A code index in a store: update it from roots, look up chunks by id, symbol, file, handle."""
+
+    def __init__(
+        self, store: Store, *, tokenizer: str = DEFAULT_TOKENIZER, workers: int | None = None
+    ) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.workers = workers
+        self._counter: CachedCounter | None = None
+
+    @classmethod
+    def open(cls, store: Store | str | None = None, *, tokenizer: str = DEFAULT_TOKENIZER) -> Index:
+        """An index over `store` (a Store, a store URL, or None for the default store)."""
+        return cls(store if not isinstance(store, str | None) else open_store(store), tokenizer=tokenizer)
+
+    @property
+    def counter(self) -> CachedCounter:
+        """The token counter of block sizes (`tokenizer` spec, see pagedctx.protocol.tokens)."""
+        if self._counter is None:
+            self._counter = token_counter(self.tokenizer)
+        return self._counter
+
+    # --- look-ups ------------------------------------------------------------------------------
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        """The chunk with this id, or None."""
+        raw = self.store.hget(keys.CHUNKS, chunk_id)
+        return Chunk.model_validate_json(raw) if raw is not None else None
+
+    def chunks(self, chunk_ids: Iterable[str]) -> list[Chunk]:
+        """The chunks with these ids that exist, in the order asked."""
+        ids = list(chunk_ids)
+        return [
+            Chunk.model_validate_json(raw) for raw in self.store.hmget(keys.CHUNKS, ids) if raw is not None
+        ]
+
+    def defining(self, symbol: str) -> list[Chunk]:
+        """Chunks that define `symbol` (S3: plain-string match on names and qualified names)."""
+        return self.chunks(sorted(self.store.smembers(keys.symbol_key(symbol))))
+
+    def file(self, path: str) -> FileMeta | None:
+        """The record of an indexed file (path relative to the base)."""
+        raw = self.store.hget(FILES, path)
+        return FileMeta.model_validate_json(raw) if raw is not None else None
+
+    def chunks_in_file(self, path: str) -> list[Chunk]:
+        """The chunks of one file, in source order."""
+        meta = self.file(path)
+        return self.chunks(meta.chunk_ids) if meta is not None else []
+
+    def paths(self) -> list[str]:
+        """Every indexed file path, sorted."""
+        return sorted(self.store.hkeys(keys.FILES_META))
+
+    def block(self, handle: str) -> PBlock | None:
+        """The PBlock behind a handle: repo, directory, file (stored) or chunk (built from the chunk)."""
+        raw = self.store.hget(keys.BLOCKS, handle)
+        if raw is not None:
+            return PBlock.model_validate_json(raw)
+        chunk_ref = self.store.hget(keys.HANDLES, handle)
+        chunk = self.chunk(chunk_ref) if chunk_ref is not None else None
+        if chunk is None:
+            return None
+        return BlockTree.chunk_block(chunk, self.counter.count(chunk.body))
+
+    def root_blocks(self) -> list[PBlock]:
+        """The repository blocks, one per root, to start a walk repo -> dir -> file -> chunk."""
+        handles = self._meta().root_handles
+        return [PBlock.model_validate_json(raw) for raw in self.store.hmget(keys.BLOCKS, handles) if raw]
+
+    def status(self) -> IndexStatus:
+        """What the store holds now."""
+        meta = self._meta()
+        languages: dict[str, LanguageStats] = {}
+        for raw in self.store.hgetall(FILES).values():
+            record = FileMeta.model_validate_json(raw)
+            stats = languages.setdefault(record.language, LanguageStats())
+            stats.files += 1
+            stats.chunks += len(record.chunk_ids)
+            stats.lines += record.lines
+        return IndexStatus(
+            store=self.store.url,
+            base=meta.base,
+            roots=meta.roots,
+            files=sum(s.files for s in languages.values()),
+            chunks=sum(s.chunks for s in languages.values()),
+            languages=dict(sorted(languages.items())),
+            skipped=self._skipped(),
+            last_update=meta.last_update,
+        )
+
+    def _skipped(self) -> list[SkippedFile]:
+        return [
+            SkippedFile(path=path, **json.loads(raw))
+            for path, raw in sorted(self.store.hgetall(SKIPPED).items())
+        ]
+
+    def _meta(self) -> IndexMeta:
+        raw = self.store.get(keys.INDEX_META)
+        return IndexMeta.model_validate_json(raw) if raw else IndexMeta()
+
+    # --- update --------------------------------------------------------------------------------
+
+    def update(
+        self,
+        roots: Sequence[str | Path],
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        progress: Progress | None = None,
+    ) -> UpdateReport:
+        """Bring the index in line with the files under `roots` (see the module docstring)."""
+        started = time.perf_counter()
+        with self.store.lock("index", ttl_seconds=_LOCK_TTL_SECONDS):
+            return _Updater(self, roots, max_file_bytes, progress).run(started)
+
+
+class _Updater:  # one update; split from Index so the look-up API stays small
+    def __init__(
+        self, index: Index, roots: Sequence[str | Path], max_file_bytes: int, progress: Progress | None
+    ) -> None:
+        self.index = index
+        self.store = index.store
+        self.max_file_bytes = max_file_bytes
+        self.progress = progress or (lambda phase, done, total: None)
+        self.meta = index._meta()
+        self.roots = _resolve_roots(roots)
+        self.base = _base(self.roots, self.meta.base)
+        self.root_rels = [_rel_or_dot(root, self.base) for root in self.roots]
+
+    def _under_roots(self, rel: str) -> bool:
+        return any(r in (".", rel) or rel.startswith(r + "/") for r in self.root_rels)
+
+    def run(self, started: float) -> UpdateReport:
+        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes)
+        stored = self.store.hgetall(keys.FILES_META)
+        code = [f for f in walk.files if language_for_path(f.rel) is not None]
+        report = UpdateReport(base=str(self.base), roots=self.root_rels, files=0)
+        skipped = list(walk.skipped)
+        stamps = {rel: FastMeta.decode(value) for rel, value in stored.items()}
+        changed = [f for f in code if _stamp(stamps, f.rel) != f"{f.mtime_ns}:{f.size}"]
+        present = {f.rel for f in code}
+        self.progress("parse", 0, len(changed))
+        pending = _Pending()
+        changed_rels = {f.rel for f in changed}
+        # Token sizes of every file the tree shows: unchanged files and files of other roots keep theirs.
+        kept: dict[str, FastMeta] = {
+            rel: fast
+            for rel, fast in stamps.items()
+            if rel not in changed_rels and (rel in present or not self._under_roots(rel))
+        }
+        symbols: set[str] = set()
+        old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
+        tasks = [
+            Task(
+                f.rel,
+                str(f.path),
+                old.sha256 if (old := old_metas.get(f.rel)) else None,
+                self.index.tokenizer,
+            )
+            for f in changed
+        ]
+        found_by_rel = {f.rel: f for f in changed}
+        tally = _Tally(report, skipped, kept, present, symbols)
+        for done, result in enumerate(analyse_all(tasks, workers=self.index.workers), 1):
+            found = found_by_rel[result.rel]
+            self._one_file(found, result, old_metas.get(found.rel), pending, tally)
+            if pending.files >= BATCH_FILES:
+                self._flush(pending)
+                pending = _Pending()
+            self.progress("parse", done, len(changed))
+        gone = sorted(rel for rel in stored if rel not in present and self._under_roots(rel))
+        self._remove(gone, pending)
+        report.removed = gone
+        for rel in gone:
+            kept.pop(rel, None)
+        report.unchanged = len(code) - len(changed)
+        report.symbols = len(symbols)
+        self._flush(pending)
+        self._record_skipped(skipped, report)
+        self._write_tree(kept, report)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    def _old_metas(self, rels: list[str]) -> dict[str, FileMeta]:
+        raws = self.store.hmget(FILES, rels)
+        return {rel: FileMeta.model_validate_json(raw) for rel, raw in zip(rels, raws, strict=True) if raw}
+
+    def _one_file(
+        self, found: FoundFile, result: Analysis, old: FileMeta | None, pending: _Pending, tally: _Tally
+    ) -> None:
+        report, skipped, kept, present, symbols = (
+            tally.report,
+            tally.skipped,
+            tally.kept,
+            tally.present,
+            tally.symbols,
+        )
+        if result.skip is not None:
+            skipped.append(Skipped(found.rel, *result.skip))
+            present.discard(found.rel)
+            return
+        if result.same and old is not None:
+            same = old.model_copy(update={"mtime_ns": found.mtime_ns})
+            pending.fast[found.rel] = FastMeta.of(same).encode()
+            pending.metas[found.rel] = same.model_dump_json()
+            report.rehashed.append(found.rel)
+            kept[found.rel] = FastMeta.of(same)
+            return
+        if old is not None:
+            self._forget(old, pending)
+        for chunk_id, chunk_json, defined in result.chunks:
+            handle = chunk_handle(chunk_id)
+            pending.chunks[chunk_id] = chunk_json
+            pending.handles[handle] = chunk_id
+            pending.dead_chunks.discard(chunk_id)
+            pending.dead_handles.discard(handle)
+            symbols.update(defined)
+            for symbol in defined:
+                pending.symbols_add[symbol].add(chunk_id)
+                pending.symbols_remove[symbol].discard(chunk_id)
+        meta = FileMeta(
+            path=found.rel,
+            language=result.language,
+            size=found.size,
+            mtime_ns=found.mtime_ns,
+            sha256=result.sha256,
+            tokens=result.tokens,
+            lines=result.lines,
+            chunk_ids=tuple(chunk_id for chunk_id, _, _ in result.chunks),
+            errors=result.errors,
+        )
+        pending.metas[found.rel] = meta.model_dump_json()
+        pending.fast[found.rel] = FastMeta.of(meta).encode()
+        pending.blocks[BlockTree.file_handle(found.rel)] = BlockTree.file_block(meta).model_dump_json()
+        pending.files += 1
+        report.parsed.append(found.rel)
+        if result.errors:
+            report.syntax_errors[found.rel] = len(result.errors)
+        kept[found.rel] = FastMeta.of(meta)
+
+    def _forget(self, old: FileMeta, pending: _Pending) -> None:
+        """Queue removal of a file's chunks and their symbol entries."""
+        raws = self.store.hmget(keys.CHUNKS, old.chunk_ids)
+        for chunk_id, raw in zip(old.chunk_ids, raws, strict=True):
+            pending.dead_chunks.add(chunk_id)
+            pending.dead_handles.add(chunk_handle(chunk_id))
+            if raw is None:
+                continue
+            for symbol in json.loads(raw).get("symbols_defined", []):
+                pending.symbols_remove[symbol].add(chunk_id)
+
+    def _remove(self, rels: list[str], pending: _Pending) -> None:
+        for meta in self._old_metas(rels).values():
+            self._forget(meta, pending)
+        pending.dead_files.update(rels)
+        pending.dead_handles.update(BlockTree.file_handle(rel) for rel in rels)
+
+    def _record_skipped(self, skipped: list[Skipped], report: UpdateReport) -> None:
+        """Remember what was passed over and why (files once indexed were removed as gone)."""
+        skipped = [s for s in skipped if s.reason not in _CODE_ONLY or language_for_path(s.rel) is not None]
+        previously = self.store.hkeys(SKIPPED)
+        now = {s.rel: json.dumps({"reason": str(s.reason), "detail": s.detail}) for s in skipped}
+        stale = [rel for rel in previously if rel not in now and self._under_roots(rel)]
+        with self.store.batch() as batch:
+            if stale:
+                batch.hdel(SKIPPED, *stale)
+            if now:
+                batch.hset(SKIPPED, now)
+        report.skipped = [SkippedFile(path=s.rel, reason=str(s.reason), detail=s.detail) for s in skipped]
+
+    def _flush(self, pending: _Pending) -> None:
+        with self.store.batch() as batch:
+            pending.apply(batch)
+
+    def _write_tree(self, kept: dict[str, FastMeta], report: UpdateReport) -> None:
+        """Directory and repository blocks (P17), rewritten only where they changed."""
+        all_roots = sorted(set(self.meta.roots) | set(self.root_rels))
+        tree = BlockTree.build(all_roots, {rel: fast.tokens for rel, fast in kept.items()})
+        blocks = tree.blocks()
+        current = self.store.hmget(keys.BLOCKS, list(blocks))
+        changed = {h: b for (h, b), old in zip(blocks.items(), current, strict=True) if old != b}
+        old_tree = set(self.meta.tree_handles)
+        dead = sorted(old_tree - set(blocks))
+        languages: dict[str, LanguageStats] = {}
+        for rel, fast in kept.items():
+            stats = languages.setdefault(language_for_path(rel) or "unknown", LanguageStats())
+            stats.files += 1
+            stats.chunks += fast.chunks
+            stats.lines += fast.lines
+        report.files = len(kept)
+        report.chunks = sum(s.chunks for s in languages.values())
+        report.languages = dict(sorted(languages.items()))
+        meta = IndexMeta(
+            base=str(self.base),
+            roots=all_roots,
+            root_handles=tree.root_handles,
+            tree_handles=sorted(blocks),
+            last_update=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
+        with self.store.batch() as batch:
+            if dead:
+                batch.hdel(keys.BLOCKS, *dead)
+            if changed:
+                batch.hset(keys.BLOCKS, changed)
+            batch.set(keys.INDEX_META, meta.model_dump_json())
+
+
+def _stamp(stamps: dict[str, FastMeta], rel: str) -> str:
+    fast = stamps.get(rel)
+    return fast.stamp if fast is not None else ""
+
+
+def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:
+    if not roots:
+        raise UsageError("name at least one root directory to index, e.g. `pagedctx index .`")
+    resolved: list[Path] = []
+    for root in roots:
+        path = Path(root).expanduser().absolute()
+        if not path.is_dir():
+            raise UsageError(f"root {root} is not a directory; pass folders that hold source code")
+        resolved.append(Path(os.path.normpath(path)))
+    return sorted(set(resolved))
+
+
+def _base(roots: Sequence[Path], stored: str | None) -> Path:
+    common = Path(os.path.commonpath([str(r) for r in roots]))
+    if stored is None:
+        return common
+    base = Path(stored)
+    for root in roots:
+        if not (root == base or root.is_relative_to(base)):
+            raise UsageError(
+                f"this store indexes files under {base}; root {root} lies outside it. "
+                "Index it into another store (--store sqlite:///other.db) or start a fresh one."
+            )
+    return base
+
+
+def _rel_or_dot(path: Path, base: Path) -> str:
+    return "." if path == base else path.relative_to(base).as_posix()

@@ -1,0 +1,123 @@
+"""What the index records per file, and what an update reports (S1, P17)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["FastMeta", "FileMeta", "IndexMeta", "IndexStatus", "LanguageStats", "SkippedFile", "UpdateReport"]
+
+
+class FileMeta(BaseModel):
+    """The full record of an indexed file (`pagedctx/files`), read only when the file changes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    language: str
+    size: int = Field(ge=0)
+    mtime_ns: int
+    sha256: str
+    tokens: int = Field(ge=0, description="exact cl100k token count of the whole file")
+    lines: int = Field(ge=0)
+    chunk_ids: tuple[str, ...] = ()
+    errors: tuple[str, ...] = Field(default=(), description="syntax errors tree-sitter recovered from")
+
+
+@dataclass(frozen=True, slots=True)
+class FastMeta:
+    """The compact value of `sys/files/meta` (S4: path -> modification time), read every update.
+
+    `mtime_ns:size` decides whether a file is looked at; tokens, chunks and lines let the tree and
+    the closing table be built without reading the full records of unchanged files.
+    """
+
+    mtime_ns: int
+    size: int
+    tokens: int
+    chunks: int
+    lines: int
+
+    @property
+    def stamp(self) -> str:
+        return f"{self.mtime_ns}:{self.size}"
+
+    def encode(self) -> str:
+        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}"
+
+    @classmethod
+    def decode(cls, value: str) -> FastMeta:
+        mtime, size, tokens, chunks, lines = (int(part) for part in value.split(":"))
+        return cls(mtime, size, tokens, chunks, lines)
+
+    @classmethod
+    def of(cls, meta: FileMeta) -> FastMeta:
+        return cls(meta.mtime_ns, meta.size, meta.tokens, len(meta.chunk_ids), meta.lines)
+
+
+class IndexMeta(BaseModel):
+    """The index's own record (`pagedctx/index`): its base, roots and tree handles."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str | None = None
+    roots: list[str] = Field(default_factory=list)
+    root_handles: list[str] = Field(default_factory=list)
+    tree_handles: list[str] = Field(default_factory=list)
+    last_update: str | None = None
+
+
+class SkippedFile(BaseModel):
+    """A file or folder the update passed over, with the reason."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    reason: str
+    detail: str
+
+
+class LanguageStats(BaseModel):
+    """Counts per language after an update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: int = 0
+    chunks: int = 0
+    lines: int = 0
+
+
+class UpdateReport(BaseModel):
+    """What one `Index.update` did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str
+    roots: list[str]
+    files: int = Field(description="code files present after the update")
+    parsed: list[str] = Field(default_factory=list, description="files (re-)parsed, in path order")
+    rehashed: list[str] = Field(default_factory=list, description="mtime changed, content did not")
+    removed: list[str] = Field(default_factory=list, description="files deleted since the last update")
+    unchanged: int = 0
+    chunks: int = Field(default=0, description="chunks in the index after the update")
+    symbols: int = Field(default=0, description="distinct symbols defined by the files parsed in this update")
+    languages: dict[str, LanguageStats] = Field(default_factory=dict)
+    skipped: list[SkippedFile] = Field(default_factory=list)
+    syntax_errors: dict[str, int] = Field(default_factory=dict, description="path -> recovered error count")
+    seconds: float = 0.0
+
+
+class IndexStatus(BaseModel):
+    """What the store holds now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store: str
+    base: str | None
+    roots: list[str]
+    files: int
+    chunks: int
+    languages: dict[str, LanguageStats]
+    skipped: list[SkippedFile]
+    last_update: str | None

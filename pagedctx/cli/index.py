@@ -1,0 +1,125 @@
+"""`pagedctx index ROOT...`: index source trees into the store (S1-S4), or show what it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pagedctx.host.ingest.model import IndexStatus, UpdateReport
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def index(
+    roots: list[Path] = typer.Argument(
+        None, help="Root directories to index (several roots share one tree)."
+    ),
+    store: str | None = typer.Option(
+        None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
+    ),
+    status: bool = typer.Option(False, "--status", help="Show what the store holds and exit."),
+    max_file_size: int = typer.Option(1 << 20, "--max-file-size", help="Skip larger files (bytes)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+) -> None:
+    """Index ROOTS (re-parsing only files whose content changed), or show --status."""
+    from pagedctx.errors import PagedctxError
+    from pagedctx.host.ingest.index import Index
+
+    try:
+        idx = Index.open(store)
+        if status:
+            _print_status(idx.status(), as_json)
+            return
+        if not roots:
+            raise typer.BadParameter("name at least one ROOT, or pass --status")
+        report = _run_update(idx, [str(r) for r in roots], max_file_size, show_progress=not as_json)
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        _print_report(report)
+
+
+def _run_update(idx: object, roots: list[str], max_file_size: int, *, show_progress: bool) -> UpdateReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pagedctx.host.ingest.index import Index
+
+    assert isinstance(idx, Index)
+    if not show_progress:
+        return idx.update(roots, max_file_bytes=max_file_size)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("parsing changed files", total=None)
+
+        def progress(phase: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        return idx.update(roots, max_file_bytes=max_file_size, progress=progress)
+
+
+def _print_report(report: UpdateReport) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"pagedctx index: {report.base}", show_footer=True)
+    table.add_column("language", footer="total")
+    table.add_column("files", justify="right", footer=str(report.files))
+    table.add_column("chunks", justify="right", footer=str(report.chunks))
+    table.add_column("lines", justify="right", footer=str(sum(s.lines for s in report.languages.values())))
+    for language, stats in report.languages.items():
+        table.add_row(language, str(stats.files), str(stats.chunks), str(stats.lines))
+    console.print(table)
+    console.print(
+        f"parsed {len(report.parsed)}, rehashed {len(report.rehashed)}, unchanged {report.unchanged}, "
+        f"removed {len(report.removed)}; symbols defined by parsed files {report.symbols}; "
+        f"{report.seconds:.2f} s"
+    )
+    if report.syntax_errors:
+        console.print(f"{len(report.syntax_errors)} file(s) parsed with recovered syntax errors")
+    if report.skipped:
+        skipped = Table(title="skipped")
+        skipped.add_column("path")
+        skipped.add_column("reason")
+        skipped.add_column("detail")
+        for item in report.skipped:
+            skipped.add_row(item.path, item.reason, item.detail)
+        console.print(skipped)
+
+
+def _print_status(status: IndexStatus, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(status.model_dump(mode="json"), indent=2))
+        return
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"{status.store} (base {status.base or 'none yet'})", show_footer=True)
+    table.add_column("language", footer="total")
+    table.add_column("files", justify="right", footer=str(status.files))
+    table.add_column("chunks", justify="right", footer=str(status.chunks))
+    table.add_column("lines", justify="right", footer=str(sum(s.lines for s in status.languages.values())))
+    for language, stats in status.languages.items():
+        table.add_row(language, str(stats.files), str(stats.chunks), str(stats.lines))
+    console.print(table)
+    console.print(f"roots: {', '.join(status.roots) or 'none'}; last update: {status.last_update or 'never'}")
+    if status.skipped:
+        console.print(f"skipped: {len(status.skipped)} (see --json for reasons)")

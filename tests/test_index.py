@@ -1,0 +1,352 @@
+"""The code index (S1-S4, P2, P17): incremental updates, look-ups, blocks, broken inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pagedctx.cli import app
+from pagedctx.errors import UsageError
+from pagedctx.host.ingest import analyse as analyse_module
+from pagedctx.host.ingest import index as index_module
+from pagedctx.host.ingest.blocks import BlockTree, chunk_handle
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.store import keys
+from pagedctx.host.store.url import open_store
+
+SERVICE = '''\
+"""Payment service."""
+
+
+class PaymentService:
+    """Charges cards."""
+
+    def charge(self, amount: int) -> bool:
+        return validate_amount(amount)
+
+
+def validate_amount(amount: int) -> bool:
+    return amount > 0
+'''
+
+HELPERS = """\
+def format_cents(value: int) -> str:
+    return f"{value / 100:.2f}"
+"""
+
+SERVER_GO = """\
+package api
+
+// Server answers requests.
+type Server struct {
+\tAddr string
+}
+
+// Start listens on Addr.
+func (s *Server) Start() error {
+\treturn listen(s.Addr)
+}
+
+func listen(addr string) error {
+\treturn nil
+}
+"""
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    write(root / "app" / "service.py", SERVICE)
+    write(root / "app" / "helpers.py", HELPERS)
+    write(root / "api" / "server.go", SERVER_GO)
+    write(root / "README.md", "# not code\n")
+    write(root / ".gitignore", "build/\n*.gen.py\n!keep.gen.py\n")
+    write(root / "build" / "out.py", "def built(): pass\n")
+    write(root / "app" / "x.gen.py", "def generated(): pass\n")
+    write(root / "app" / "keep.gen.py", "def kept(): pass\n")
+    write(root / "app" / "nested" / ".gitignore", "local_only.py\n")
+    write(root / "app" / "nested" / "local_only.py", "def hidden(): pass\n")
+    write(root / "app" / "nested" / "visible.py", "def visible(): pass\n")
+    return root
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Index:
+    return Index.open(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
+
+
+def ids(index: Index, path: str) -> list[str]:
+    return [c.id for c in index.chunks_in_file(path)]
+
+
+def test_first_update_indexes_code_files_and_honours_gitignore(index: Index, repo: Path) -> None:
+    """S1: every code file under the root, .gitignore (nested, negated) honoured."""
+    report = index.update([repo])
+    assert report.parsed == [
+        "api/server.go",
+        "app/helpers.py",
+        "app/keep.gen.py",
+        "app/nested/visible.py",
+        "app/service.py",
+    ]
+    assert report.removed == [] and report.skipped == []
+    assert report.files == 5
+    assert index.paths() == report.parsed
+    assert ids(index, "app/service.py") == [
+        "app/service.py::PaymentService",
+        "app/service.py::PaymentService.charge",
+        "app/service.py::validate_amount",
+    ]
+    assert [c.id for c in index.defining("validate_amount")] == ["app/service.py::validate_amount"]
+    assert [c.id for c in index.defining("Server.Start")] == ["api/server.go::Server.Start"]
+    charge = index.chunk("app/service.py::PaymentService.charge")
+    assert charge is not None and "validate_amount" in charge.symbols_referenced
+    assert report.languages["python"].files == 4 and report.languages["go"].files == 1
+
+
+def test_rerun_is_a_no_op(index: Index, repo: Path) -> None:
+    """S1: an unchanged tree re-parses nothing (not even reads the files)."""
+    first = index.update([repo])
+    again = index.update([repo])
+    assert again.parsed == [] and again.rehashed == [] and again.removed == []
+    assert again.unchanged == first.files == again.files
+    assert again.chunks == first.chunks
+
+
+def test_edit_reparses_exactly_that_file(index: Index, repo: Path) -> None:
+    """S1: only changed files are re-parsed; removed definitions leave the symbol index."""
+    index.update([repo])
+    service = repo / "app" / "service.py"
+    write(
+        service,
+        SERVICE.replace("def validate_amount", "def check_amount").replace(
+            "validate_amount(", "check_amount("
+        ),
+    )
+    _bump_mtime(service)
+    report = index.update([repo])
+    assert report.parsed == ["app/service.py"]
+    assert index.defining("validate_amount") == []
+    assert [c.id for c in index.defining("check_amount")] == ["app/service.py::check_amount"]
+    assert index.chunk("app/service.py::validate_amount") is None
+
+
+def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
+    """S1: mtime changed, content did not -> hashed, not parsed."""
+    index.update([repo])
+    _bump_mtime(repo / "app" / "helpers.py")
+    report = index.update([repo])
+    assert report.parsed == [] and report.rehashed == ["app/helpers.py"]
+    assert index.update([repo]).rehashed == []
+
+
+def test_delete_and_rename_are_reflected_exactly(index: Index, repo: Path) -> None:
+    index.update([repo])
+    (repo / "app" / "helpers.py").rename(repo / "app" / "money.py")
+    (repo / "api" / "server.go").unlink()
+    report = index.update([repo])
+    assert report.removed == ["api/server.go", "app/helpers.py"]
+    assert report.parsed == ["app/money.py"]
+    assert index.defining("Server.Start") == [] and index.defining("listen") == []
+    assert [c.id for c in index.defining("format_cents")] == ["app/money.py::format_cents"]
+    assert index.file("app/helpers.py") is None
+    assert index.store.hget(keys.CHUNKS, "app/helpers.py::format_cents") is None
+    assert "api/server.go" not in index.paths()
+
+
+def test_blocks_walk_repo_dir_file_chunk(index: Index, repo: Path) -> None:
+    """P17: repo -> directory -> file -> chunk, children handles and token sizes."""
+    index.update([repo])
+    (root,) = index.root_blocks()
+    assert root.structured and root.source == "."
+    children = [index.block(h) for h in root.children]
+    assert [b.source for b in children if b is not None] == ["api", "app"]
+    app_dir = children[1]
+    assert app_dir is not None
+    files = [index.block(h) for h in app_dir.children]
+    sources = [b.source for b in files if b is not None]
+    assert sources == ["app/helpers.py", "app/keep.gen.py", "app/nested", "app/service.py"]
+    service = index.block(BlockTree.file_handle("app/service.py"))
+    assert service is not None and service.tokens == index.counter.count(SERVICE)
+    chunk_blocks = [index.block(h) for h in service.children]
+    assert [b.source for b in chunk_blocks if b is not None] == ids(index, "app/service.py")
+    assert all(b is not None and not b.structured and b.tokens > 0 for b in chunk_blocks)
+    assert root.tokens == sum(b.tokens for b in children if b is not None)
+    assert app_dir.tokens == sum(b.tokens for b in files if b is not None)
+    assert index.block(chunk_handle("no/such::chunk")) is None
+
+
+def test_broken_inputs_are_skipped_with_reasons(
+    index: Index, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 3: invalid UTF-8, NUL bytes, a 50 MB file, a symlink loop, symlinks out, unreadable."""
+    write(repo / "bad" / "latin1.py", "name = 'caf\xe9'\n".encode("latin-1"))
+    write(repo / "bad" / "nul.py", b"def f():\x00 pass\n")
+    big = repo / "bad" / "huge.py"
+    with big.open("wb") as handle:
+        handle.truncate(50 * 1024 * 1024)
+    os.symlink(repo / "bad", repo / "bad" / "loop")
+    outside = repo.parent / "outside.py"
+    write(outside, "def outside(): pass\n")
+    os.symlink(outside, repo / "bad" / "escape.py")
+    write(repo / "bad" / "locked.py", "def locked(): pass\n")
+    real_open = open
+
+    def deny(path: str, mode: str = "r") -> object:  # tests run as root: chmod 000 would not stop us
+        if path.endswith("locked.py"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, mode)
+
+    monkeypatch.setattr(analyse_module, "open", deny, raising=False)
+    report = index.update([repo])
+    reasons = {s.path: s.reason for s in report.skipped}
+    assert reasons == {
+        "bad/escape.py": "symlink_outside",
+        "bad/huge.py": "too_large",
+        "bad/latin1.py": "not_utf8",
+        "bad/locked.py": "unreadable",
+        "bad/loop": "symlink_loop",
+        "bad/nul.py": "binary",
+    }
+    assert not any(p.startswith("bad/") for p in index.paths())
+    assert {s.path for s in index.status().skipped} == set(reasons)
+
+
+def test_a_file_that_becomes_binary_leaves_the_index(index: Index, repo: Path) -> None:
+    index.update([repo])
+    write(repo / "app" / "helpers.py", b"\x00\x01binary now")
+    report = index.update([repo])
+    assert report.removed == ["app/helpers.py"]
+    assert index.defining("format_cents") == []
+
+
+def test_syntax_errors_keep_recovered_chunks(index: Index, repo: Path) -> None:
+    write(repo / "app" / "broken.py", "def ok():\n    return 1\n\ndef broken(:\n    pass\n")
+    report = index.update([repo])
+    assert report.syntax_errors["app/broken.py"] >= 1
+    assert "app/broken.py::ok" in ids(index, "app/broken.py")
+    meta = index.file("app/broken.py")
+    assert meta is not None and meta.errors
+
+
+def test_roots_outside_the_base_are_refused(index: Index, repo: Path, tmp_path: Path) -> None:
+    index.update([repo / "app"])
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    with pytest.raises(UsageError, match="lies outside"):
+        index.update([other])
+    with pytest.raises(UsageError, match="not a directory"):
+        index.update([repo / "missing"])
+
+
+def test_two_roots_share_one_tree(index: Index, repo: Path) -> None:
+    """S1: backend and frontend roots together; updating one leaves the other alone."""
+    report = index.update([repo / "app", repo / "api"])
+    assert report.roots == ["api", "app"]
+    assert "api/server.go" in index.paths()
+    again = index.update([repo / "api"])
+    assert again.removed == [] and "app/service.py" in index.paths()
+    assert sorted(b.source for b in index.root_blocks()) == ["api", "app"]
+
+
+def test_cli_index_and_status(repo: Path, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", str(repo), "--store", store, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["files"] == 5 and len(report["parsed"]) == 5
+    table = runner.invoke(app, ["index", str(repo), "--store", store])
+    assert table.exit_code == 0
+    status = runner.invoke(app, ["index", "--status", "--store", store, "--json"])
+    assert json.loads(status.output)["files"] == 5
+    missing = runner.invoke(app, ["index", str(tmp_path / "nope"), "--store", store])
+    assert missing.exit_code == 2
+    assert "not a directory" in missing.output
+
+
+def test_killed_update_leaves_a_readable_store_and_a_rerun_completes(tmp_path: Path) -> None:
+    """Issue 3: kill -9 in the middle of an update; the store reads, the next update finishes."""
+    root = tmp_path / "many"
+    for n in range(600):
+        write(root / f"pkg{n % 20}" / f"mod{n}.py", f"def f{n}(x):\n    return g{n}(x) + {n}\n")
+    db = tmp_path / "killed.db"
+    child = (
+        "import sys, time\n"
+        "from pagedctx.host.ingest import index as m\n"
+        "m.BATCH_FILES = 20\n"
+        "def slow(phase, done, total):\n"
+        "    if done == 100: print('started', flush=True)\n"
+        "    if done > 100: time.sleep(0.01)\n"
+        f"m.Index.open('sqlite:///{db}').update([{str(root)!r}], progress=slow)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    time.sleep(0.3)
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    index = Index.open(f"sqlite:///{db}")
+    partial = index.status()
+    assert 0 < partial.files < 600
+    for path in index.paths():  # every file is either fully indexed or absent
+        meta = index.file(path)
+        assert meta is not None and len(index.chunks(meta.chunk_ids)) == len(meta.chunk_ids)
+    with index.store.lock("index", ttl_seconds=1):
+        pass  # the dead process's lock is not held forever
+    report = index.update([root])
+    assert report.files == 600 and len(report.parsed) == 600 - partial.files
+    assert [c.id for c in index.defining("f599")] == ["pkg19/mod599.py::f599"]
+
+
+def test_worker_processes_give_the_same_index(tmp_path: Path, repo: Path) -> None:
+    """A large update spreads files over processes; the store ends up exactly as in-process."""
+    for n in range(80):
+        write(repo / "gen" / f"m{n}.py", f"class C{n}:\n    def run(self):\n        return helper{n}()\n")
+    serial = Index(open_store(f"sqlite:///{tmp_path / 'serial.db'}"), workers=1)
+    parallel = Index(open_store(f"sqlite:///{tmp_path / 'parallel.db'}"), workers=2)
+    assert serial.update([repo]).parsed == parallel.update([repo]).parsed
+    for store_key in (keys.CHUNKS, keys.FILES_META, keys.BLOCKS, keys.HANDLES):
+        assert serial.store.hgetall(store_key) == parallel.store.hgetall(store_key)
+
+
+def test_batches_are_whole_files(monkeypatch: pytest.MonkeyPatch, index: Index, repo: Path) -> None:
+    monkeypatch.setattr(index_module, "BATCH_FILES", 1)
+    report = index.update([repo])
+    assert len(report.parsed) == 5 and index.status().chunks == report.chunks
+
+
+@pytest.mark.integration
+def test_the_index_on_redis_matches_sqlite(repo: Path, tmp_path: Path, redis_url: str) -> None:
+    """S4: the same update gives the same chunks, symbols and blocks on Redis as on SQLite."""
+    on_sqlite = Index.open(f"sqlite:///{tmp_path / 'a.db'}")
+    on_redis = Index.open(redis_url)
+    assert on_sqlite.update([repo]).parsed == on_redis.update([repo]).parsed
+    for store_key in (keys.CHUNKS, keys.FILES_META, keys.BLOCKS, keys.HANDLES):
+        assert on_redis.store.hgetall(store_key) == on_sqlite.store.hgetall(store_key)
+    assert on_redis.store.smembers(keys.symbol_key("Server.Start")) == {"api/server.go::Server.Start"}
+    write(repo / "app" / "service.py", SERVICE + "\n\ndef refund(amount: int) -> bool:\n    return True\n")
+    _bump_mtime(repo / "app" / "service.py")
+    assert on_redis.update([repo]).parsed == ["app/service.py"]
+    assert [c.id for c in on_redis.defining("refund")] == ["app/service.py::refund"]
+
+
+def _bump_mtime(path: Path) -> None:
+    info = path.stat()
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 5_000_000_000))
