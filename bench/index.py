@@ -59,7 +59,7 @@ def raw_parse_seconds(files: list[Path]) -> float:
 def bench_tree(copy: Path, store_url: str) -> dict[str, float]:
     walk = walk_roots([copy], copy, max_file_bytes=DEFAULT_MAX_FILE_BYTES)
     code = [f for f in walk.files if language_for_path(f.rel) is not None]
-    files = [f.path for f in code]
+    files = [Path(f.path) for f in code]
     lines = sum(p.read_bytes().count(b"\n") for p in files)
     reference = raw_parse_seconds(files)
 

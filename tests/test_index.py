@@ -91,6 +91,20 @@ def index(tmp_path: Path) -> Index:
     return Index.open(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
 
 
+def assert_same_as_fresh(index: Index, roots: list[Path], tmp_path: Path) -> None:
+    """An incrementally kept index equals a fresh index of the same files, key for key."""
+    fresh = Index.open(f"sqlite:///{tmp_path / f'fresh-{time.monotonic_ns()}.db'}")
+    fresh.update(roots)
+    for store_key in (keys.CHUNKS, keys.FILES_META, keys.BLOCKS, keys.HANDLES, "pagedctx/files"):
+        assert index.store.hgetall(store_key) == fresh.store.hgetall(store_key), store_key
+    symbol_keys = sorted(fresh.store.scan_keys(keys.SYMBOL_PREFIX))
+    assert sorted(index.store.scan_keys(keys.SYMBOL_PREFIX)) == symbol_keys
+    for key in symbol_keys:
+        assert index.store.smembers(key) == fresh.store.smembers(key)
+    assert index.status().languages == fresh.status().languages
+    assert index._meta().languages == fresh._meta().languages
+
+
 def ids(index: Index, path: str) -> list[str]:
     return [c.id for c in index.chunks_in_file(path)]
 
@@ -145,6 +159,7 @@ def test_edit_reparses_exactly_that_file(index: Index, repo: Path) -> None:
     assert index.defining("validate_amount") == []
     assert [c.id for c in index.defining("check_amount")] == ["app/service.py::check_amount"]
     assert index.chunk("app/service.py::validate_amount") is None
+    assert_same_as_fresh(index, [repo], repo.parent)
 
 
 def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
@@ -154,6 +169,7 @@ def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
     report = index.update([repo])
     assert report.parsed == [] and report.rehashed == ["app/helpers.py"]
     assert index.update([repo]).rehashed == []
+    assert_same_as_fresh(index, [repo], repo.parent)
 
 
 def test_delete_and_rename_are_reflected_exactly(index: Index, repo: Path) -> None:
@@ -168,6 +184,7 @@ def test_delete_and_rename_are_reflected_exactly(index: Index, repo: Path) -> No
     assert index.file("app/helpers.py") is None
     assert index.store.hget(keys.CHUNKS, "app/helpers.py::format_cents") is None
     assert "api/server.go" not in index.paths()
+    assert_same_as_fresh(index, [repo], repo.parent)
 
 
 def test_blocks_walk_repo_dir_file_chunk(index: Index, repo: Path) -> None:
@@ -263,6 +280,10 @@ def test_two_roots_share_one_tree(index: Index, repo: Path) -> None:
     again = index.update([repo / "api"])
     assert again.removed == [] and "app/service.py" in index.paths()
     assert sorted(b.source for b in index.root_blocks()) == ["api", "app"]
+    write(repo / "app" / "helpers.py", HELPERS + "\n\ndef more() -> int:\n    return 1\n")
+    _bump_mtime(repo / "app" / "helpers.py")
+    assert index.update([repo / "app"]).parsed == ["app/helpers.py"]
+    assert_same_as_fresh(index, [repo / "app", repo / "api"], repo.parent)
 
 
 def test_cli_index_and_status(repo: Path, tmp_path: Path) -> None:

@@ -53,6 +53,22 @@ class BlockTree:
         return _handle("repo", root)
 
     @staticmethod
+    def ancestor_handles(path: str, roots: Sequence[str]) -> list[str]:
+        """Handles of the directory and repository blocks above a file (as `build` makes them)."""
+        handles: list[str] = []
+        current = posixpath.dirname(path)
+        while True:
+            root = "." if current == "" else current
+            if root in roots:
+                handles.append(BlockTree.repo_handle(root))
+                return handles
+            if current == "":
+                return handles
+            if any(current.startswith(r + "/") for r in roots if r != ".") or "." in roots:
+                handles.append(BlockTree.dir_handle(current))
+            current = posixpath.dirname(current)
+
+    @staticmethod
     def file_block(meta: FileMeta) -> PBlock:
         """A file: structured, its chunks as children."""
         return PBlock(

@@ -101,9 +101,9 @@ class _Tally:
 
     report: UpdateReport
     skipped: list[Skipped]
-    kept: dict[str, FastMeta]
-    present: set[str]
-    symbols: set[str]
+    present: set[str]  # code files found (files found unreadable or binary are dropped from it)
+    symbols: set[str] = field(default_factory=set)  # defined by the parsed files
+    new_fast: dict[str, FastMeta] = field(default_factory=dict)  # parsed and rehashed files
 
 
 class Index:
@@ -244,49 +244,31 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         stored = self.store.hgetall(keys.FILES_META)
         code = [f for f in walk.files if language_for_path(f.rel) is not None]
         report = UpdateReport(base=str(self.base), roots=self.root_rels, files=0)
-        skipped = list(walk.skipped)
-        stamps = {rel: FastMeta.decode(value) for rel, value in stored.items()}
-        changed = [f for f in code if _stamp(stamps, f.rel) != f"{f.mtime_ns}:{f.size}"]
-        present = {f.rel for f in code}
+        # Unchanged files are recognised by the stored "mtime:size:" prefix, without decoding.
+        changed = [f for f in code if not stored.get(f.rel, "").startswith(f"{f.mtime_ns}:{f.size}:")]
+        tally = _Tally(report, list(walk.skipped), {f.rel for f in code})
         self.progress("parse", 0, len(changed))
-        pending = _Pending()
-        changed_rels = {f.rel for f in changed}
-        # Token sizes of every file the tree shows: unchanged files and files of other roots keep theirs.
-        kept: dict[str, FastMeta] = {
-            rel: fast
-            for rel, fast in stamps.items()
-            if rel not in changed_rels and (rel in present or not self._under_roots(rel))
-        }
-        symbols: set[str] = set()
         old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
         tasks = [
-            Task(
-                f.rel,
-                str(f.path),
-                old.sha256 if (old := old_metas.get(f.rel)) else None,
-                self.index.tokenizer,
-            )
+            Task(f.rel, f.path, old.sha256 if (old := old_metas.get(f.rel)) else None, self.index.tokenizer)
             for f in changed
         ]
         found_by_rel = {f.rel: f for f in changed}
-        tally = _Tally(report, skipped, kept, present, symbols)
+        pending = _Pending()
         for done, result in enumerate(analyse_all(tasks, workers=self.index.workers), 1):
-            found = found_by_rel[result.rel]
-            self._one_file(found, result, old_metas.get(found.rel), pending, tally)
+            self._one_file(found_by_rel[result.rel], result, old_metas.get(result.rel), pending, tally)
             if pending.files >= BATCH_FILES:
                 self._flush(pending)
                 pending = _Pending()
             self.progress("parse", done, len(changed))
-        gone = sorted(rel for rel in stored if rel not in present and self._under_roots(rel))
+        gone = sorted(rel for rel in stored if rel not in tally.present and self._under_roots(rel))
         self._remove(gone, pending)
         report.removed = gone
-        for rel in gone:
-            kept.pop(rel, None)
         report.unchanged = len(code) - len(changed)
-        report.symbols = len(symbols)
+        report.symbols = len(tally.symbols)
         self._flush(pending)
-        self._record_skipped(skipped, report)
-        self._write_tree(kept, report)
+        self._record_skipped(tally.skipped, report)
+        self._write_tree(stored, tally.new_fast, gone, report)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
@@ -300,7 +282,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         report, skipped, kept, present, symbols = (
             tally.report,
             tally.skipped,
-            tally.kept,
+            tally.new_fast,
             tally.present,
             tally.symbols,
         )
@@ -381,42 +363,89 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         with self.store.batch() as batch:
             pending.apply(batch)
 
-    def _write_tree(self, kept: dict[str, FastMeta], report: UpdateReport) -> None:
-        """Directory and repository blocks (P17), rewritten only where they changed."""
+    def _write_tree(
+        self, stored: dict[str, str], new_fast: dict[str, FastMeta], gone: list[str], report: UpdateReport
+    ) -> None:
+        """Directory and repository blocks (P17) and the totals, touching only what changed.
+
+        Files added or removed (or a new root) rebuild the tree; edits only adjust the token sizes
+        of the edited files' ancestors; an update that changed nothing writes only the timestamp.
+        """
         all_roots = sorted(set(self.meta.roots) | set(self.root_rels))
-        tree = BlockTree.build(all_roots, {rel: fast.tokens for rel, fast in kept.items()})
-        blocks = tree.blocks()
-        current = self.store.hmget(keys.BLOCKS, list(blocks))
-        changed = {h: b for (h, b), old in zip(blocks.items(), current, strict=True) if old != b}
-        old_tree = set(self.meta.tree_handles)
-        dead = sorted(old_tree - set(blocks))
-        languages: dict[str, LanguageStats] = {}
-        for rel, fast in kept.items():
-            stats = languages.setdefault(language_for_path(rel) or "unknown", LanguageStats())
-            stats.files += 1
-            stats.chunks += fast.chunks
-            stats.lines += fast.lines
-        report.files = len(kept)
-        report.chunks = sum(s.chunks for s in languages.values())
-        report.languages = dict(sorted(languages.items()))
-        meta = IndexMeta(
-            base=str(self.base),
-            roots=all_roots,
-            root_handles=tree.root_handles,
-            tree_handles=sorted(blocks),
-            last_update=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        meta = self.meta.model_copy(
+            update={
+                "base": str(self.base),
+                "roots": all_roots,
+                "last_update": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
         )
+        added = any(rel not in stored for rel in new_fast)
+        writes: dict[str, str] = {}
+        dead: list[str] = []
+        if added or gone or all_roots != self.meta.roots or not self.meta.root_handles:
+            kept = {rel: FastMeta.decode(value) for rel, value in stored.items() if rel not in gone}
+            kept.update(new_fast)
+            tree = BlockTree.build(all_roots, {rel: fast.tokens for rel, fast in kept.items()})
+            blocks = tree.blocks()
+            current = self.store.hmget(keys.BLOCKS, list(blocks))
+            writes = {h: b for (h, b), old in zip(blocks.items(), current, strict=True) if old != b}
+            dead = sorted(set(self.meta.tree_handles) - set(blocks))
+            meta.root_handles, meta.tree_handles = tree.root_handles, sorted(blocks)
+            meta.languages = _totals(kept)
+        elif new_fast:
+            old = {rel: FastMeta.decode(stored[rel]) for rel in new_fast}
+            writes = self._adjusted_ancestors(all_roots, new_fast, old)
+            meta.languages = _apply_deltas(self.meta.languages, new_fast, old)
+        report.languages = dict(sorted(meta.languages.items()))
+        report.files = sum(s.files for s in meta.languages.values())
+        report.chunks = sum(s.chunks for s in meta.languages.values())
         with self.store.batch() as batch:
             if dead:
                 batch.hdel(keys.BLOCKS, *dead)
-            if changed:
-                batch.hset(keys.BLOCKS, changed)
+            if writes:
+                batch.hset(keys.BLOCKS, writes)
             batch.set(keys.INDEX_META, meta.model_dump_json())
 
+    def _adjusted_ancestors(
+        self, roots: list[str], new: dict[str, FastMeta], old: dict[str, FastMeta]
+    ) -> dict[str, str]:
+        """Blocks above edited files with their token sizes moved by each file's change."""
+        deltas: dict[str, int] = defaultdict(int)
+        for rel, fast in new.items():
+            delta = fast.tokens - old[rel].tokens
+            if delta:
+                for handle in BlockTree.ancestor_handles(rel, roots):
+                    deltas[handle] += delta
+        handles = sorted(deltas)
+        writes: dict[str, str] = {}
+        for handle, raw in zip(handles, self.store.hmget(keys.BLOCKS, handles), strict=True):
+            if raw is not None:
+                block = PBlock.model_validate_json(raw)
+                writes[handle] = block.model_copy(
+                    update={"tokens": block.tokens + deltas[handle]}
+                ).model_dump_json()
+        return writes
 
-def _stamp(stamps: dict[str, FastMeta], rel: str) -> str:
-    fast = stamps.get(rel)
-    return fast.stamp if fast is not None else ""
+
+def _totals(files: dict[str, FastMeta]) -> dict[str, LanguageStats]:
+    totals: dict[str, LanguageStats] = {}
+    for rel, fast in files.items():
+        stats = totals.setdefault(language_for_path(rel) or "unknown", LanguageStats())
+        stats.files += 1
+        stats.chunks += fast.chunks
+        stats.lines += fast.lines
+    return totals
+
+
+def _apply_deltas(
+    totals: dict[str, LanguageStats], new: dict[str, FastMeta], old: dict[str, FastMeta]
+) -> dict[str, LanguageStats]:
+    result = {name: stats.model_copy() for name, stats in totals.items()}
+    for rel, fast in new.items():
+        stats = result.setdefault(language_for_path(rel) or "unknown", LanguageStats())
+        stats.chunks += fast.chunks - old[rel].chunks
+        stats.lines += fast.lines - old[rel].lines
+    return result
 
 
 def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:

@@ -56,6 +56,16 @@ class FastMeta:
         return cls(meta.mtime_ns, meta.size, meta.tokens, len(meta.chunk_ids), meta.lines)
 
 
+class LanguageStats(BaseModel):
+    """Counts per language after an update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: int = 0
+    chunks: int = 0
+    lines: int = 0
+
+
 class IndexMeta(BaseModel):
     """The index's own record (`pagedctx/index`): its base, roots and tree handles."""
 
@@ -65,6 +75,7 @@ class IndexMeta(BaseModel):
     roots: list[str] = Field(default_factory=list)
     root_handles: list[str] = Field(default_factory=list)
     tree_handles: list[str] = Field(default_factory=list)
+    languages: dict[str, LanguageStats] = Field(default_factory=dict, description="totals, kept by deltas")
     last_update: str | None = None
 
 
@@ -76,16 +87,6 @@ class SkippedFile(BaseModel):
     path: str
     reason: str
     detail: str
-
-
-class LanguageStats(BaseModel):
-    """Counts per language after an update."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    files: int = 0
-    chunks: int = 0
-    lines: int = 0
 
 
 class UpdateReport(BaseModel):

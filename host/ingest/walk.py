@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,7 @@ class FoundFile:
     """A regular file to consider: its path relative to the base (POSIX), size and mtime."""
 
     rel: str
-    path: Path
+    path: str
     size: int
     mtime_ns: int
 
@@ -96,62 +96,57 @@ def _rel(base: Path, path: Path) -> str:
     return path.relative_to(base).as_posix()
 
 
-def _inside(real: Path, real_roots: Sequence[Path]) -> bool:
-    return any(real == root or real.is_relative_to(root) for root in real_roots)
+def _inside(real: str, real_roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root + os.sep) for root in real_roots)
+
+
+@dataclass(slots=True)
+class _Walk:
+    """One walk's settings and output; folders are walked with plain strings (Path costs too much)."""
+
+    base: Path
+    real_roots: list[str]
+    max_file_bytes: int
+    result: WalkResult
+    active: set[str] = field(default_factory=set)
 
 
 def walk_roots(roots: Sequence[Path], base: Path, *, max_file_bytes: int) -> WalkResult:
     """Every indexable file under `roots` (absolute, under `base`), sorted by relative path."""
-    result = WalkResult()
-    real_roots = [root.resolve() for root in roots]
+    walk = _Walk(base, [str(root.resolve()) for root in roots], max_file_bytes, WalkResult())
     for root in roots:
         ignores: list[_Ignore] = []
         # .gitignore files between the base and the root apply too (a root inside a repository).
         for ancestor in reversed([root, *root.parents]):
-            if ancestor == base or ancestor.is_relative_to(base):
+            if ancestor != root and (ancestor == base or ancestor.is_relative_to(base)):
                 found = _load_gitignore(ancestor, "" if ancestor == base else _rel(base, ancestor))
-                if found is not None and ancestor != root:
+                if found is not None:
                     ignores.append(found)
-        _walk_dir(
-            root,
-            base,
-            ignores=ignores,
-            real_roots=real_roots,
-            active={root.resolve()},
-            max_file_bytes=max_file_bytes,
-            result=result,
-        )
-    result.files.sort(key=lambda f: f.rel)
-    result.skipped.sort(key=lambda s: s.rel)
-    return result
+        real = str(root.resolve())
+        walk.active = {real}
+        _walk_dir(walk, str(root), "" if root == base else _rel(base, root), real, ignores)
+    walk.result.files.sort(key=lambda f: f.rel)
+    walk.result.skipped.sort(key=lambda s: s.rel)
+    return walk.result
 
 
-def _entries(directory: Path, rel: str, result: WalkResult) -> Iterator[os.DirEntry[str]]:
+def _entries(directory: str, rel: str, result: WalkResult) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+            return sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         result.skipped.append(Skipped(rel or ".", SkipReason.UNREADABLE, exc.strerror or str(exc)))
-        return
-    yield from entries
+        return []
 
 
 def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outcome
-    directory: Path,
-    base: Path,
-    *,
-    ignores: list[_Ignore],
-    real_roots: Sequence[Path],
-    active: set[Path],
-    max_file_bytes: int,
-    result: WalkResult,
+    walk: _Walk, directory: str, folder_rel: str, real_dir: str, ignores: list[_Ignore]
 ) -> None:
-    folder_rel = "" if directory == base else _rel(base, directory)
-    own = _load_gitignore(directory, folder_rel)
+    result = walk.result
+    own = _load_gitignore(Path(directory), folder_rel)
     scoped = [*ignores, own] if own is not None else ignores
     for entry in _entries(directory, folder_rel, result):
         rel = f"{folder_rel}/{entry.name}" if folder_rel else entry.name
-        path = Path(entry.path)
         try:
             is_link = entry.is_symlink()
             is_dir = entry.is_dir()  # follows links
@@ -160,36 +155,28 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
             continue
         if entry.name in ALWAYS_IGNORED and is_dir:
             continue
-        if _ignored(scoped, rel, is_dir):
+        if scoped and _ignored(scoped, rel, is_dir):
             continue
-        real: Path | None = None
+        real = ""
         if is_link:
             try:
-                real = path.resolve(strict=True)
+                real = str(Path(entry.path).resolve(strict=True))
             except (OSError, RuntimeError):
                 result.skipped.append(Skipped(rel, SkipReason.SYMLINK_LOOP, "the link cannot be resolved"))
                 continue
-            if not _inside(real, real_roots):
+            if not _inside(real, walk.real_roots):
                 result.skipped.append(Skipped(rel, SkipReason.SYMLINK_OUTSIDE, f"points to {real}"))
                 continue
         if is_dir:
-            real = real or path.resolve()
-            if real in active:
+            real = real or os.path.join(real_dir, entry.name)
+            if real in walk.active:
                 result.skipped.append(
-                    Skipped(rel, SkipReason.SYMLINK_LOOP, f"{real} is already being walked")
+                    Skipped(rel, SkipReason.SYMLINK_LOOP, f"{real} is being walked already")
                 )
                 continue
-            active.add(real)
-            _walk_dir(
-                path,
-                base,
-                ignores=scoped,
-                real_roots=real_roots,
-                active=active,
-                max_file_bytes=max_file_bytes,
-                result=result,
-            )
-            active.discard(real)
+            walk.active.add(real)
+            _walk_dir(walk, entry.path, rel, real, scoped)
+            walk.active.discard(real)
             continue
         try:
             info = entry.stat()
@@ -198,9 +185,9 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
             continue
         if not stat.S_ISREG(info.st_mode):
             continue  # sockets, fifos, devices: not source code
-        if info.st_size > max_file_bytes:
+        if info.st_size > walk.max_file_bytes:
             result.skipped.append(
-                Skipped(rel, SkipReason.TOO_LARGE, f"{info.st_size:,} bytes > limit {max_file_bytes:,}")
+                Skipped(rel, SkipReason.TOO_LARGE, f"{info.st_size:,} bytes > limit {walk.max_file_bytes:,}")
             )
             continue
-        result.files.append(FoundFile(rel, path, info.st_size, info.st_mtime_ns))
+        result.files.append(FoundFile(rel, entry.path, info.st_size, info.st_mtime_ns))
