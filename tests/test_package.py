@@ -21,6 +21,7 @@ def test_exported_members_are_pinned() -> None:
         "ConsolidatedPage",
         "ContextFormatError",
         "EnvelopeViolation",
+        "Index",
         "OriginalPage",
         "PagedctxError",
         "SessionState",
