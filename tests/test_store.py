@@ -600,8 +600,8 @@ def test_sqlite_store_used_after_fork(tmp_path: Path) -> None:
 
 
 def test_sqlite_lock_between_processes_and_after_a_crash(tmp_path: Path) -> None:
-    """Lock across processes: held by a child (named in the error); after the child is killed, the lock
-    stays until its ttl passes, then it is taken over."""
+    """Lock across processes: held by a child (named in the error); after the child is killed, its lock
+    is taken over at once (its owner process is gone from this host), long before the ttl passes."""
     path = tmp_path / "state.db"
     parent = SqliteStore(path)
     code = (
@@ -622,13 +622,10 @@ def test_sqlite_lock_between_processes_and_after_a_crash(tmp_path: Path) -> None
         with parent.lock("index", ttl_seconds=60):
             pass
 
-        crashed = _child(code, str(path), "1.0", stdin=subprocess.PIPE)
+        crashed = _child(code, str(path), "600", stdin=subprocess.PIPE)
         _wait_line(crashed, "locked")
         crashed.kill()
         crashed.wait()
-        with pytest.raises(StoreError, match=f":{crashed.pid}:"), parent.lock("index", ttl_seconds=60):
-            pass
-        time.sleep(1.1)
         with parent.lock("index", ttl_seconds=60):
             pass
     finally:

@@ -1,0 +1,529 @@
+"""Source file -> chunks (S2, S3): one parse and one query execution per file.
+
+`chunk_file(path, source)` returns a `ParsedFile`: one `Chunk` per definition the language's queries
+capture (stock tags.scm + our extensions, see `languages.py` and `queries/README.md`). The engine is
+the same for every language; the rules, in order:
+
+1. Definitions. Every `@definition.<kind>` capture holding a name (`@name` in the stock files,
+   `@name.definition.<kind>` in ours; a name belongs to the innermost definition node around it) is
+   a definition. Captures of the same node merge: their names join (the first in source order names
+   the chunk, all are in `symbols_defined`); for the kind, any kind beats constant/variable, then
+   our extension's kind beats the stock file's (Go: `struct` over the stock `type`), then
+   `KIND_PRECEDENCE`.
+2. Extent. A definition grows to the parent nodes that wrap only it (`LanguageSpec.wrappers`:
+   Python `decorated_definition`, TS/JS `export_statement`, a lone `const` declarator's declaration,
+   Go `type` with one spec), then to a `;` right after it on the same line, then up to the comments
+   (`leading_types`) directly above it: contiguous, no blank line between, each on its own line.
+   `body` is exactly `source[start_byte:end_byte]`.
+3. Nesting. The enclosing chunk is the `parent`; the qualified name is `parent.qualname + "." + name`,
+   unless the language's `qualifier` hook names a prefix (Go: the receiver type). A function inside
+   a class-like chunk is a `method`. Definitions inside an opaque kind (interface, struct, enum,
+   type: their whole text is their skeleton) or directly under one of the language's
+   `inert_parents` are not chunks, nor is a function that is the value of another (`x = function
+   x() {}`). The N-th definition of a qualified name gets the id suffix `#N` (overloads,
+   getter/setter pairs, redefinitions).
+4. Skeletons (deterministic: lines right-stripped, `\\n` line ends, the chunk's first-line indentation
+   removed): functions keep everything before their body, then ` { ... }` (`...` for an expression
+   body; Python: the docstring and `...`); containers (class, namespace, module) keep their header,
+   then each member chunk's skeleton and each field (`Rules.is_member`), then `}`; opaque kinds keep
+   their whole text; constants and variables their first `VALUE_SKELETON_LINES` lines.
+5. `symbols_referenced`: every identifier-like leaf (`LanguageSpec.identifier_types`) in the chunk's
+   byte range, keywords removed, sorted and unique. The chunk's own name stays in (a recursive call
+   is a reference; callers subtract `symbols_defined` if they want). Names in strings and comments
+   are not tokens and are not included.
+6. Never raises on content: syntax errors become `ParsedFile.errors` (`line L, column C: syntax error
+   near '...'`, at most `MAX_ERRORS`), and the chunks tree-sitter recovered are kept; a file that is
+   not UTF-8 is decoded with U+FFFD replacements and says so in `errors`. An unknown language raises
+   `UsageError` (callers filter with `language_for_path` first).
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import operator
+from typing import Literal, NamedTuple
+
+import tree_sitter as ts
+
+from pagedctx.errors import UsageError
+from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile, chunk_id
+from pagedctx.host.code.languages import (
+    EXTENSION_MARK,
+    IDENTIFIER_CAPTURE,
+    LEADING_CAPTURE,
+    LanguageSpec,
+    compiled,
+    language_for_path,
+    supported_suffixes,
+)
+
+__all__ = ["KIND_PRECEDENCE", "MAX_ERRORS", "VALUE_SKELETON_LINES", "Tag", "chunk_file", "tags"]
+
+K = ChunkKind
+#: Among captures of the same origin (stock or extension) on one node, the earliest kind here wins.
+KIND_PRECEDENCE: tuple[ChunkKind, ...] = (
+    K.STRUCT, K.ENUM, K.TRAIT, K.INTERFACE, K.IMPL, K.CLASS, K.NAMESPACE, K.MODULE, K.MACRO, K.METHOD,
+    K.FUNCTION, K.TYPE, K.LABEL, K.CONSTANT, K.VARIABLE,
+)  # fmt: skip
+_RANK = {kind: rank for rank, kind in enumerate(KIND_PRECEDENCE)}
+_CLASS_LIKE = frozenset({K.CLASS, K.STRUCT, K.INTERFACE, K.TRAIT, K.IMPL, K.ENUM})
+_FUNCTIONS = frozenset({K.FUNCTION, K.METHOD})
+_VALUES = frozenset({K.CONSTANT, K.VARIABLE, K.LABEL, K.MACRO})
+MAX_ERRORS = 100
+VALUE_SKELETON_LINES = 20
+_DEFAULT_INDENT = "    "
+_Key = tuple[int, int, str]
+_Rank = tuple[bool, bool, int]
+_SPAN = operator.attrgetter("start_byte", "end_byte")
+_QUESTION_MARKS = "pagedctx.question_marks"
+
+
+def _question_marks(error: UnicodeError) -> tuple[str, int]:
+    """Decoding error handler: one `?` per undecodable byte, so byte offsets survive a round trip."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return "?" * (error.end - error.start), error.end
+
+
+codecs.register_error(_QUESTION_MARKS, _question_marks)
+
+
+def _key(node: ts.Node) -> _Key:
+    return (node.start_byte, node.end_byte, node.type)
+
+
+class _Def:
+    """A definition on its way to becoming a Chunk."""
+
+    __slots__ = (
+        "anchor", "children", "end", "end_point", "kind", "name", "names", "node", "parent", "qualname",
+        "rank", "skeleton", "start", "start_row",
+    )  # fmt: skip
+
+    def __init__(self, node: ts.Node, kind: ChunkKind, rank: _Rank) -> None:
+        self.node = node
+        self.kind = kind
+        self.rank = rank
+        self.names: list[ts.Node] = []
+        self.anchor = node
+        self.start = self.end = self.start_row = 0
+        self.end_point = (0, 0)
+        self.name = self.qualname = self.skeleton = ""
+        self.parent: str | None = None  # the enclosing chunk's qualname (no back reference: no cycle)
+        self.children: list[_Def] = []
+
+
+class _Source:
+    """The file's bytes with the decoding policy of this file (strict unless it is not UTF-8)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.errors = "strict"
+        self.problem: str | None = None
+        self.ascii = data.decode("ascii") if data.isascii() else None
+        self.indents: dict[int, str | None] = {}
+        self.parsed = data
+        """What tree-sitter parses: `data`, with each invalid UTF-8 byte made `?` (same offsets), as
+        the query predicates decode node text strictly."""
+        try:
+            if self.ascii is None:
+                data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.errors = "replace"
+            line, column = self.position(exc.start)
+            self.problem = f"line {line}, column {column}: invalid UTF-8, decoded with U+FFFD replacements"
+            self.parsed = data.decode("utf-8", _QUESTION_MARKS).encode("utf-8")
+
+    def text(self, start: int, end: int) -> str:
+        if self.ascii is not None:  # byte offsets are character offsets
+            return self.ascii[start:end]
+        return self.data[start:end].decode("utf-8", self.errors)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based line and character column of a byte offset."""
+        line_start = self.data.rfind(b"\n", 0, offset) + 1
+        column = len(self.data[line_start:offset].decode("utf-8", "replace")) + 1
+        return self.data.count(b"\n", 0, offset) + 1, column
+
+    def indent(self, offset: int) -> str | None:
+        """The whitespace before `offset` on its line, or None if code precedes it there."""
+        if offset in self.indents:
+            return self.indents[offset]
+        line_start = self.data.rfind(b"\n", 0, offset) + 1
+        prefix = self.data[line_start:offset]
+        found = self.indents[offset] = prefix.decode("utf-8", "replace") if not prefix.strip() else None
+        return found
+
+    def block(self, start: int, end: int, limit: int = 0) -> list[str]:
+        """Lines of `source[start:end]` (at most `limit` if set) without the first line's indentation,
+        right-stripped."""
+        prefix = self.indent(start) or ""
+        if limit:
+            cut = start
+            for _ in range(limit):
+                cut = self.data.find(b"\n", cut, end) + 1
+                if not cut:
+                    break
+            end = cut - 1 if cut else end
+        lines = self.text(start, end).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        out = [lines[0].rstrip()]
+        for line in lines[1:]:
+            out.append((line[len(prefix) :] if prefix and line.startswith(prefix) else line).rstrip())
+        return out
+
+
+def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedFile:
+    """The chunks of one file (S2, S3); `language` defaults to the one of `path`'s suffix.
+
+    Raises `UsageError` for a language (or suffix) without a chunker; never raises on content.
+    """
+    name = _language(path, language)
+    lang = compiled(name)
+    src = _Source(source)
+    root = lang.parser().parse(src.parsed).root_node
+    captures = ts.QueryCursor(lang.chunking).captures(root)
+    leading = _Leading(captures.get(LEADING_CAPTURE, []), src)
+    defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
+    starts, words = _identifiers(captures.get(IDENTIFIER_CAPTURE, []), src)
+    keywords = lang.spec.keywords
+    for d in reversed(defs):  # children before parents: container skeletons reuse theirs
+        d.skeleton = _skeleton(lang.spec, d, leading)
+    seen: dict[str, int] = {}
+    chunks = []
+    for d in defs:
+        seen[d.qualname] = occurrence = seen.get(d.qualname, 0) + 1
+        low, high = bisect.bisect_left(starts, d.start), bisect.bisect_left(starts, d.end)
+        referenced = tuple(sorted(set(words[low:high]) - keywords))
+        defined = {d.qualname, d.name, *(src.text(n.start_byte, n.end_byte) for n in d.names[1:])}
+        first_row = d.start_row
+        end_row, end_column = d.end_point
+        chunks.append(
+            Chunk(
+                id=chunk_id(path, d.qualname, occurrence),
+                path=path,
+                language=name,
+                kind=d.kind,
+                name=d.name,
+                qualname=d.qualname,
+                parent=d.parent,
+                skeleton=d.skeleton,
+                body=src.text(d.start, d.end),
+                start_byte=d.start,
+                end_byte=d.end,
+                start_line=first_row + 1,
+                end_line=max(first_row + 1, end_row + 1 if end_column else end_row),
+                symbols_defined=tuple(sorted(defined)),
+                symbols_referenced=referenced,
+            )
+        )
+    errors = [src.problem] if src.problem else []
+    errors.extend(_syntax_errors(root, src))
+    return ParsedFile(path=path, language=name, chunks=tuple(chunks), errors=tuple(errors))
+
+
+def _kind(spec: LanguageSpec, capture: str) -> tuple[ChunkKind, _Rank] | None:
+    """The kind of a `definition.<kind>[.ext]` capture and its rank among captures of one node: any
+    kind beats a value kind (a `const` holding a function is a function), then an extension's kind
+    beats a stock one (Go: `struct` over the stock `type`), then `KIND_PRECEDENCE`."""
+    name, _, mark = capture[len("definition.") :].partition(".")
+    kind = spec.kind(name)
+    if kind is None:
+        return None
+    return kind, (kind in _VALUES, mark != EXTENSION_MARK[1:], _RANK[kind])
+
+
+def _language(path: str, language: str | None) -> str:
+    name = language or language_for_path(path)
+    if name is None:
+        suffixes = " ".join(supported_suffixes())
+        raise UsageError(
+            f"no chunker for {path!r}: supported suffixes are {suffixes}; pass language= to force one"
+        )
+    return name
+
+
+def _definitions(spec: LanguageSpec, captures: dict[str, list[ts.Node]], src: _Source) -> list[_Def]:
+    """Rule 1: one _Def per captured definition node, holding the names inside it; in source order,
+    without the ones nested in an opaque kind (rule 3)."""
+    found: dict[_Key, _Def] = {}
+    names: dict[tuple[int, int], ts.Node] = {}
+    for capture, nodes in captures.items():
+        ranked = _kind(spec, capture) if capture.startswith("definition.") else None
+        if ranked is not None:
+            kind, rank = ranked
+            for node in nodes:
+                known = found.get(key := _key(node))
+                if known is None:
+                    found[key] = _Def(node, kind, rank)
+                elif rank < known.rank:
+                    known.kind, known.rank = kind, rank
+        elif capture == "name" or capture.startswith("name.definition."):
+            names.update(((n.start_byte, n.end_byte), n) for n in nodes)
+    spans = sorted((key[0], -key[1], d.rank, key[2], d) for key, d in found.items())
+    _give_names(spans, names)
+    defs: list[_Def] = []
+    stack: list[tuple[int, _Def]] = []  # (end byte of the node, definition)
+    for start, negative_end, _, _, d in spans:
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        if (stack and stack[-1][1].kind in spec.opaque_kinds) or not d.names:
+            continue
+        d.name = src.text(d.names[0].start_byte, d.names[0].end_byte)
+        if d.name.strip():
+            stack.append((-negative_end, d))
+            defs.append(d)
+    return defs
+
+
+def _give_names(
+    spans: list[tuple[int, int, _Rank, str, _Def]], names: dict[tuple[int, int], ts.Node]
+) -> None:
+    """Each name node goes to the innermost definition node holding it, in source order."""
+    stack: list[tuple[int, _Def]] = []
+    index = 0
+    for start, end in sorted(names):
+        while index < len(spans) and spans[index][0] <= start:
+            def_start, negative_end, _, _, d = spans[index]
+            while stack and stack[-1][0] <= def_start:
+                stack.pop()
+            stack.append((-negative_end, d))
+            index += 1
+        while stack and stack[-1][0] < end:
+            stack.pop()
+        if stack:
+            stack[-1][1].names.append(names[(start, end)])
+
+
+class _Leading:
+    """Where the file's `leading_types` nodes (comments, attributes) are, to attach them (rule 2)."""
+
+    def __init__(self, nodes: list[ts.Node], src: _Source) -> None:
+        ends = dict(map(_SPAN, nodes))
+        self.starts = sorted(ends)
+        self.ends = [ends[start] for start in self.starts]
+        self.src = src
+
+    def start(self, start: int) -> int:
+        """Where the code at `start` begins with the leading nodes directly above it: contiguous, no
+        blank line between, each starting its own line at the same indentation as the code."""
+        data, src = self.src.data, self.src
+        indent = src.indent(start)
+        index = bisect.bisect_right(self.ends, start) - 1
+        top = start
+        while indent is not None and index >= 0:
+            lead_start, lead_end = self.starts[index], self.ends[index]
+            gap = data[lead_end:top]
+            newlines = gap.count(b"\n") + (data[lead_end - 1 : lead_end] == b"\n")
+            if gap.strip() or newlines > 1 or src.indent(lead_start) != indent:
+                break
+            top = lead_start
+            index -= 1
+        return top
+
+
+def _semicolon(data: bytes, end: int) -> int:
+    """`end`, moved past a `;` that follows on the same line (a statement's terminator)."""
+    after = end
+    while data[after : after + 1] in (b" ", b"\t"):
+        after += 1
+    return after + 1 if data[after : after + 1] == b";" else end
+
+
+def _extent(spec: LanguageSpec, d: _Def, leading: _Leading) -> bool:
+    """Rule 2: wrappers, a trailing `;`, leading comments. False for a definition that is not a chunk
+    (its parent is one of the language's `inert_parents`)."""
+    node = d.node
+    if spec.inert_parents and node.parent is not None and node.parent.type in spec.inert_parents:
+        return False
+    while (parent := node.parent) is not None and (allowed := spec.wrappers.get(parent.type)) is not None:
+        others = parent.named_children if parent.named_child_count > 1 else ()
+        if any(c != node and c.type not in allowed and c.type not in spec.leading_types for c in others):
+            break
+        node = parent
+    d.anchor = node
+    d.start = leading.start(node.start_byte)
+    d.end = _semicolon(leading.src.data, node.end_byte)
+    row, column = node.end_point
+    d.end_point = (row, column + d.end - node.end_byte)
+    d.start_row = node.start_point.row - leading.src.data.count(b"\n", d.start, node.start_byte)
+    return True
+
+
+def _nest(spec: LanguageSpec, defs: list[_Def], leading: _Leading) -> list[_Def]:
+    """Rule 3: parents, kinds refined by context, qualified names; in source order."""
+    defs = [d for d in defs if _extent(spec, d, leading)]
+    defs.sort(key=lambda d: (d.start, -d.end, d.rank))
+    out: list[_Def] = []
+    stack: list[_Def] = []
+    for d in defs:
+        while stack and (stack[-1].end <= d.start or stack[-1].end < d.end):
+            stack.pop()
+        parent = stack[-1] if stack else None
+        if parent is not None and (
+            parent.kind in spec.opaque_kinds
+            or (parent.start, parent.end) == (d.start, d.end)
+            or (d.kind in _FUNCTIONS and parent.kind in _FUNCTIONS and d.node.parent == parent.node)
+        ):
+            continue  # inside an opaque kind, or the same definition twice (`f = function f() {}`)
+        if d.kind == K.FUNCTION and parent is not None and parent.kind in _CLASS_LIKE:
+            d.kind = K.METHOD
+        prefix = spec.rules.qualifier(d.node)
+        if prefix is None and parent is not None:
+            prefix = parent.qualname
+        d.qualname = f"{prefix}.{d.name}" if prefix else d.name
+        if parent is not None:
+            d.parent = parent.qualname
+            parent.children.append(d)
+        stack.append(d)
+        out.append(d)
+    return out
+
+
+def _identifiers(nodes: list[ts.Node], src: _Source) -> tuple[list[int], list[str]]:
+    """Rule 5: (start byte, text) of every identifier-like leaf, in source order."""
+    ends = dict(map(_SPAN, nodes))
+    starts = sorted(ends)
+    if src.ascii is not None:  # byte offsets are character offsets: slice the decoded text
+        text = src.ascii
+        return starts, [text[start : ends[start]] for start in starts]
+    data, errors = src.data, src.errors
+    return starts, [data[start : ends[start]].decode("utf-8", errors) for start in starts]
+
+
+def _skeleton(spec: LanguageSpec, d: _Def, leading: _Leading) -> str:
+    """Rule 4."""
+    rules, src = spec.rules, leading.src
+    if d.kind in _VALUES:
+        lines = src.block(d.start, d.end, VALUE_SKELETON_LINES)
+        if src.data.count(b"\n", d.start, d.end) >= VALUE_SKELETON_LINES:
+            lines = [*lines[: VALUE_SKELETON_LINES - 1], "..."]
+        return "\n".join(lines)
+    body = rules.body(d.node) if d.kind in _FUNCTIONS or d.kind in spec.container_kinds else None
+    if body is None or not d.start <= body.start_byte <= d.end:
+        return "\n".join(src.block(d.start, d.end))
+    head = "\n".join(src.block(d.start, body.start_byte)).rstrip()
+    base = src.indent(d.start) or ""
+    if d.kind in _FUNCTIONS:
+        block = lambda node: src.block(node.start_byte, node.end_byte)  # noqa: E731
+        return rules.elide(head, body, _relative_indent(src, body.start_byte, base), block)
+    return "\n".join(_container(spec, d, body, head, leading=leading, base=base))
+
+
+def _relative_indent(src: _Source, offset: int, base: str) -> str:
+    own = src.indent(offset)
+    if own is None:
+        return _DEFAULT_INDENT
+    return own[len(base) :] if own.startswith(base) else own
+
+
+def _container(
+    spec: LanguageSpec, d: _Def, body: ts.Node, head: str, *, leading: _Leading, base: str
+) -> list[str]:
+    """A container's skeleton: header, member chunks' skeletons, fields, closing line."""
+    rules, src = spec.rules, leading.src
+    members = {_key(child.anchor): child for child in d.children}
+    lines = [rules.open_container(head)]
+    indent = _DEFAULT_INDENT
+    first = True
+    for node in body.named_children:
+        if node.type in spec.leading_types:
+            continue
+        child = members.get(_key(node))
+        if child is not None:
+            text, start = child.skeleton.split("\n"), child.start
+        elif rules.is_member(node, first):
+            start = leading.start(node.start_byte)
+            text = src.block(start, _semicolon(src.data, node.end_byte))
+        else:
+            first = False
+            continue
+        first = False
+        indent = _relative_indent(src, start, base)
+        lines.extend(f"{indent}{line}" if line else line for line in text)
+    lines.extend(rules.close_container(len(lines) > 1, indent))
+    return lines
+
+
+def _syntax_errors(root: ts.Node, src: _Source) -> list[str]:
+    """Rule 6: `line L, column C: syntax error near '...'` for each ERROR and MISSING node."""
+    if not root.has_error:
+        return []
+    found: list[ts.Node] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            found.append(node)
+            continue
+        stack.extend(child for child in reversed(node.children) if child.has_error)
+    found.sort(key=lambda n: n.start_byte)
+    out = []
+    for node in found[:MAX_ERRORS]:
+        line, column = src.position(node.start_byte)
+        if node.is_missing:
+            near = _snippet(src, node.start_byte, node.start_byte + 40)
+            where = f"near '{near}'" if near else "at end of file"
+            out.append(f"line {line}, column {column}: syntax error {where} (missing '{node.type}')")
+        else:
+            near = _snippet(src, node.start_byte, min(node.end_byte, node.start_byte + 40))
+            out.append(f"line {line}, column {column}: syntax error near '{near}'")
+    if len(found) > MAX_ERRORS:
+        line, column = src.position(found[MAX_ERRORS].start_byte)
+        out.append(f"line {line}, column {column}: {len(found) - MAX_ERRORS} more syntax errors not listed")
+    return out
+
+
+def _snippet(src: _Source, start: int, end: int) -> str:
+    """The first line of `source[start:end]`, stripped, control characters escaped."""
+    text = src.data[start:end].decode("utf-8", "replace").strip().split("\n", 1)[0].strip()
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+class Tag(NamedTuple):
+    """One definition or reference the tags queries capture (aider's repo-map unit)."""
+
+    role: Literal["definition", "reference"]
+    kind: str
+    name: str
+    line: int
+    start_byte: int
+
+
+def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ...]:
+    """Every definition and reference name the stock + extension queries capture, in source order.
+
+    A name captured as several definition kinds keeps the one `chunk_file` would (rule 1), one
+    captured as several reference kinds the kind of the last pattern (the extension files come last,
+    and write general patterns before specific ones); a name that is a definition is not also a
+    reference. Not used by `chunk_file` (whose
+    `symbols_referenced` is the dirty identifier set): it is what the extension queries are tested
+    through, and what a repo map would rank.
+    """
+    lang = compiled(_language(path, language))
+    src = _Source(source)
+    root = lang.parser().parse(src.parsed).root_node
+    definitions: dict[int, tuple[_Rank, Tag]] = {}
+    references: dict[int, tuple[int, Tag]] = {}
+    for pattern, captures in ts.QueryCursor(lang.tags).matches(root):
+        role, kind, rank, names = "", "", (True, True, len(_RANK)), []
+        for capture, nodes in captures.items():
+            parts = capture.split(".")
+            if parts[0] == "name":
+                names.extend(nodes)
+                parts = parts[1:]
+            if len(parts) >= 2 and parts[0] in ("definition", "reference"):
+                role, kind = parts[0], parts[1]
+                ranked = _kind(lang.spec, capture) if role == "definition" else None
+                rank = ranked[1] if ranked is not None else rank
+        for n in names if role else ():
+            text = src.text(n.start_byte, n.end_byte)
+            line = n.start_point.row + 1
+            if role == "reference":
+                if n.start_byte not in references or pattern > references[n.start_byte][0]:
+                    references[n.start_byte] = (pattern, Tag("reference", kind, text, line, n.start_byte))
+            elif n.start_byte not in definitions or rank < definitions[n.start_byte][0]:
+                definitions[n.start_byte] = (rank, Tag("definition", kind, text, line, n.start_byte))
+    found = [tag for _, tag in definitions.values()]
+    found.extend(tag for start, (_, tag) in references.items() if start not in definitions)
+    return tuple(sorted(found, key=lambda t: (t.start_byte, t.role, t.kind, t.name)))
