@@ -302,6 +302,18 @@ def test_cli_index_and_status(repo: Path, tmp_path: Path) -> None:
     assert "not a directory" in missing.output
 
 
+def test_cli_index_uses_pagedctx_home_by_default(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pagedctx_home: Path
+) -> None:
+    """Issue 3 item 1: with no --store, the store is $PAGEDCTX_HOME/state.db."""
+    result = CliRunner().invoke(app, ["index", str(repo), "--json"])
+    assert result.exit_code == 0, result.output
+    assert (pagedctx_home / "state.db").is_file()
+    monkeypatch.setenv("PAGEDCTX_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+    assert CliRunner().invoke(app, ["index", str(repo), "--json"]).exit_code == 0
+    assert (tmp_path / "env.db").is_file()
+
+
 def test_killed_update_leaves_a_readable_store_and_a_rerun_completes(tmp_path: Path) -> None:
     """Issue 3: kill -9 in the middle of an update; the store reads, the next update finishes."""
     root = tmp_path / "many"

@@ -32,11 +32,13 @@ def index(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
 ) -> None:
     """Index ROOTS (re-parsing only files whose content changed), or show --status."""
+    from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError
     from pagedctx.host.ingest.index import Index
 
     try:
-        idx = Index.open(store)
+        config = load_config(overrides={"store": store})
+        idx = Index.open(config.store_url, tokenizer=config.tokenizer)
         if status:
             _print_status(idx.status(), as_json)
             return
