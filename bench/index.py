@@ -64,6 +64,7 @@ def bench_tree(copy: Path, store_url: str) -> dict[str, float]:
     reference = raw_parse_seconds(files)
 
     index = Index.open(open_store(store_url))
+    index.counter.count("warm up")  # load the BPE tables once, as a long-lived host process has them
     start = time.perf_counter()
     index.update([copy])
     full = time.perf_counter() - start
@@ -71,7 +72,7 @@ def bench_tree(copy: Path, store_url: str) -> dict[str, float]:
     noop = index.update([copy])
     noop_seconds = time.perf_counter() - start
     assert noop.parsed == [], noop.parsed
-    target = files[len(files) // 2]
+    target = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]  # a median-sized file
     target.write_bytes(
         target.read_bytes() + b"\n// bench edit\n"
         if target.suffix != ".py"

@@ -240,7 +240,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         return any(r in (".", rel) or rel.startswith(r + "/") for r in self.root_rels)
 
     def run(self, started: float) -> UpdateReport:
-        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes)
+        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes, wanted=language_for_path)
         stored = self.store.hgetall(keys.FILES_META)
         code = [f for f in walk.files if language_for_path(f.rel) is not None]
         report = UpdateReport(base=str(self.base), roots=self.root_rels, files=0)
