@@ -162,6 +162,28 @@ def test_edit_reparses_exactly_that_file(index: Index, repo: Path) -> None:
     assert_same_as_fresh(index, [repo], repo.parent)
 
 
+def test_units_are_stable_and_never_reused(index: Index, repo: Path) -> None:
+    """C2/issue 4: units are the indexed chunks, numbered stably (u<ID>)."""
+    index.update([repo])
+    charge = index.unit_of("app/service.py::PaymentService.charge")
+    server = index.unit_of("api/server.go::Server.Start")
+    assert charge is not None and server is not None
+    numbers = [index.unit_of(c) for p in index.paths() for c in ids(index, p)]
+    assert sorted(numbers) == list(range(1, len(numbers) + 1))  # type: ignore[type-var]
+    unit = index.unit(charge)
+    assert unit is not None and unit.id == "app/service.py::PaymentService.charge"
+    service = repo / "app" / "service.py"
+    write(service, SERVICE.replace("def validate_amount", "def check_amount"))
+    _bump_mtime(service)
+    index.update([repo])
+    assert index.unit_of("app/service.py::PaymentService.charge") == charge  # re-parsed, same number
+    assert index.unit_of("api/server.go::Server.Start") == server
+    assert index.unit_of("app/service.py::validate_amount") is None
+    new = index.unit_of("app/service.py::check_amount")
+    assert new is not None and new == len(numbers) + 1  # the removed chunk's number is not reused
+    assert index.unit(len(numbers) + 99) is None
+
+
 def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
     """S1: mtime changed, content did not -> hashed, not parsed."""
     index.update([repo])

@@ -69,9 +69,20 @@ class _Pending:
     dead_chunks: set[str] = field(default_factory=set)
     dead_handles: set[str] = field(default_factory=set)
     dead_files: set[str] = field(default_factory=set)
+    units: dict[str, str] = field(default_factory=dict)  # new chunk id -> unit number
+    dead_units: dict[str, str] = field(default_factory=dict)  # removed chunk id -> its unit number
+    next_unit: int | None = None
     files: int = 0
 
     def apply(self, batch: Batch) -> None:
+        if self.dead_units:
+            batch.hdel(keys.UNITS, *sorted(self.dead_units))
+            batch.hdel(keys.UNIT_CHUNKS, *sorted(self.dead_units.values()))
+        if self.units:
+            batch.hset(keys.UNITS, self.units)
+            batch.hset(keys.UNIT_CHUNKS, {n: chunk_id for chunk_id, n in self.units.items()})
+        if self.next_unit is not None:
+            batch.set(keys.UNIT_NEXT, str(self.next_unit))
         if self.dead_chunks:
             batch.hdel(keys.CHUNKS, *sorted(self.dead_chunks))
         if self.dead_handles:
@@ -142,6 +153,16 @@ class Index:
         return [
             Chunk.model_validate_json(raw) for raw in self.store.hmget(keys.CHUNKS, ids) if raw is not None
         ]
+
+    def unit_of(self, chunk_id: str) -> int | None:
+        """The stable unit number of a chunk (PCES `u<ID>`), or None."""
+        raw = self.store.hget(keys.UNITS, chunk_id)
+        return int(raw) if raw is not None else None
+
+    def unit(self, number: int) -> Chunk | None:
+        """The chunk behind unit `number`, or None (never another chunk: numbers are not reused)."""
+        chunk_id = self.store.hget(keys.UNIT_CHUNKS, str(number))
+        return self.chunk(chunk_id) if chunk_id is not None else None
 
     def defining(self, symbol: str) -> list[Chunk]:
         """Chunks that define `symbol` (S3: plain-string match on names and qualified names)."""
@@ -235,6 +256,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         self.roots = _resolve_roots(roots)
         self.base = _base(self.roots, self.meta.base)
         self.root_rels = [_rel_or_dot(root, self.base) for root in self.roots]
+        self.next_unit: int | None = None
 
     def _under_roots(self, rel: str) -> bool:
         return any(r in (".", rel) or rel.startswith(r + "/") for r in self.root_rels)
@@ -346,6 +368,26 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         pending.dead_files.update(rels)
         pending.dead_handles.update(BlockTree.file_handle(rel) for rel in rels)
 
+    def _number_units(self, pending: _Pending) -> None:
+        """Stable unit numbers (PCES `u<ID>`): a chunk keeps its number while it exists; numbers of
+        removed chunks are never handed out again, so a unit always names one chunk."""
+        dead = sorted(pending.dead_chunks)
+        if dead:
+            pending.dead_units = {
+                c: n for c, n in zip(dead, self.store.hmget(keys.UNITS, dead), strict=True) if n is not None
+            }
+        fresh = list(pending.chunks)
+        if not fresh:
+            return
+        known = self.store.hmget(keys.UNITS, fresh)
+        if self.next_unit is None:
+            self.next_unit = int(self.store.get(keys.UNIT_NEXT) or "1")
+        for chunk_id, number in zip(fresh, known, strict=True):
+            if number is None:
+                pending.units[chunk_id] = str(self.next_unit)
+                self.next_unit += 1
+        pending.next_unit = self.next_unit
+
     def _record_skipped(self, skipped: list[Skipped], report: UpdateReport) -> None:
         """Remember what was passed over and why (files once indexed were removed as gone)."""
         skipped = [s for s in skipped if s.reason not in _CODE_ONLY or language_for_path(s.rel) is not None]
@@ -360,6 +402,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         report.skipped = [SkippedFile(path=s.rel, reason=str(s.reason), detail=s.detail) for s in skipped]
 
     def _flush(self, pending: _Pending) -> None:
+        self._number_units(pending)
         with self.store.batch() as batch:
             pending.apply(batch)
 

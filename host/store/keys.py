@@ -10,6 +10,9 @@ __all__ = [
     "INDEX_META",
     "SOLUTIONS",
     "SYMBOL_PREFIX",
+    "UNITS",
+    "UNIT_CHUNKS",
+    "UNIT_NEXT",
     "symbol_key",
 ]
 
@@ -19,6 +22,9 @@ SYMBOL_PREFIX = "sys/idx/sym/"  # set per symbol: ids of the chunks that define 
 SOLUTIONS = "sys/solutions"  # hash: solution id -> Solution JSON (S8)
 BLOCKS = "pagedctx/blocks"  # hash: PBlock handle -> PBlock JSON (repo, directories, files, P17)
 HANDLES = "pagedctx/handles"  # hash: chunk PBlock handle -> chunk id (chunk blocks are built on demand)
+UNITS = "pagedctx/units"  # hash: chunk id -> unit number (PCES `u<ID>`; never reused)
+UNIT_CHUNKS = "pagedctx/unit_chunks"  # hash: unit number -> chunk id
+UNIT_NEXT = "pagedctx/unit_next"  # string: the next unit number to hand out
 INDEX_META = "pagedctx/index"  # hash: base, roots, last update, counts
 
 
