@@ -262,7 +262,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         return any(r in (".", rel) or rel.startswith(r + "/") for r in self.root_rels)
 
     def run(self, started: float) -> UpdateReport:
-        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes, wanted=language_for_path)
+        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes, wanted=_is_source)
         stored = self.store.hgetall(keys.FILES_META)
         code = [f for f in walk.files if language_for_path(f.rel) is not None]
         report = UpdateReport(base=str(self.base), roots=self.root_rels, files=0)
@@ -489,6 +489,10 @@ def _apply_deltas(
         stats.chunks += fast.chunks - old[rel].chunks
         stats.lines += fast.lines - old[rel].lines
     return result
+
+
+def _is_source(name: str) -> bool:
+    return language_for_path(name) is not None
 
 
 def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:
