@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedctx.errors import UsageError
-from pagedctx.host.code.chunk import ChunkKind, ParsedFile
+from pagedctx.host.code.assembly import Dialect, dialect_of
+from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile
 from pagedctx.host.code.chunker import MAX_ERRORS, Tag, chunk_file, tags
 from pagedctx.host.code.languages import (
     compiled,
@@ -28,7 +29,7 @@ from pagedctx.host.code.languages import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "code"
-LANGUAGES = ["go", "javascript", "python", "tsx", "typescript"]
+LANGUAGES = ["asm", "c", "cpp", "go", "java", "javascript", "python", "rust", "tsx", "typescript"]
 QUERIES = files("pagedctx.host.code").joinpath("queries")
 
 
@@ -74,7 +75,8 @@ def check_invariants(parsed: ParsedFile, source: bytes) -> None:
 
 
 def test_every_language_has_fixtures_and_a_golden() -> None:
-    """S2: Python, Go, TypeScript, TSX and JavaScript are covered, each with a broken file too."""
+    """S2: Python, Go, TypeScript, TSX, JavaScript, Rust, Java, C, C++ and assembly are covered, each
+    with a broken file too."""
     assert [folder.name for folder in regenerate.language_dirs()] == LANGUAGES
     for folder in regenerate.language_dirs():
         assert (folder / regenerate.GOLDEN).is_file()
@@ -203,10 +205,21 @@ def test_error_count_is_capped() -> None:
         ("x.cjs", "javascript"),
         ("App.jsx", "javascript"),
         ("LEGACY.PY", "python"),
-        ("lib.rs", None),
-        ("Main.java", None),
-        ("x.c", None),
-        ("boot.S", None),
+        ("src/lib.rs", "rust"),
+        ("Main.java", "java"),
+        ("x.c", "c"),
+        ("include/x.h", "c"),
+        ("x.cpp", "cpp"),
+        ("x.cc", "cpp"),
+        ("x.cxx", "cpp"),
+        ("x.hpp", "cpp"),
+        ("x.hh", "cpp"),
+        ("x.hxx", "cpp"),
+        ("boot.S", "asm"),
+        ("memmove_amd64.s", "asm"),
+        ("hello.asm", "asm"),
+        ("HELLO.ASM", "asm"),
+        ("x.kt", None),
         ("Makefile", None),
         (".py", None),
         ("dir.py/README", None),
@@ -218,19 +231,26 @@ def test_language_for_path(path: str, language: str | None) -> None:
 
 
 def test_registry() -> None:
-    assert language_names() == ("go", "javascript", "python", "tsx", "typescript")
+    assert language_names() == (
+        "asm", "c", "cpp", "go", "java", "javascript", "python", "rust", "tsx", "typescript",
+    )  # fmt: skip
     assert supported_suffixes() == (
-        ".cjs", ".cts", ".go", ".js", ".jsx", ".mjs", ".mts", ".py", ".pyi", ".ts", ".tsx",
+        ".S", ".asm", ".c", ".cc", ".cjs", ".cpp", ".cts", ".cxx", ".go", ".h", ".hh", ".hpp", ".hxx",
+        ".java", ".js", ".jsx", ".mjs", ".mts", ".py", ".pyi", ".rs", ".s", ".ts", ".tsx",
     )  # fmt: skip
     assert compiled("go") is compiled("go")  # built once per process
 
 
 def test_unknown_language_is_a_usage_error() -> None:
-    with pytest.raises(UsageError, match=r"supported suffixes are \.cjs .* \.tsx; pass language="):
-        chunk_file("lib.rs", b"fn main() {}")
-    with pytest.raises(UsageError, match="known languages are go, javascript, python, tsx, typescript"):
+    with pytest.raises(UsageError, match=r"supported suffixes are \.S .* \.tsx; pass language="):
+        chunk_file("Main.kt", b"fun main() {}")
+    with pytest.raises(
+        UsageError, match="known languages are asm, c, cpp, go, java, javascript, python, rust"
+    ):
         chunk_file("x.txt", b"", language="cobol")
     assert chunk_file("script", b"x = 1\n", language="python").chunks[0].id == "script::x"
+    with pytest.raises(UsageError, match="asm has no tree-sitter grammar"):
+        compiled("asm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +263,10 @@ OUR_CAPTURE = re.compile(r"^(?:(?:name\.)?definition\.([a-z_]+)|name\.reference\
 def test_query_files_follow_one_capture_convention() -> None:
     """STYLE: one capture-name convention; every definition kind is a ChunkKind."""
     names = sorted(p.name for p in QUERIES.iterdir() if p.name.endswith(".scm"))
-    assert names == ["go.scm", "javascript.scm", "python.scm", "tsx.scm", "typescript.scm"]
+    assert names == [
+        "c.scm", "cpp.scm", "go.scm", "java.scm", "javascript.scm", "python.scm", "rust.scm", "tsx.scm",
+        "typescript.scm",
+    ]  # fmt: skip
     for name in names:
         text = re.sub(r";.*", "", QUERIES.joinpath(name).read_text(encoding="utf-8"))
         for capture in CAPTURE.findall(text):
@@ -398,3 +421,342 @@ def test_typescript_type_literal_members_are_not_chunks() -> None:
     """S2: `{ run(): void }` in a parameter's or variable's type is a type, not a method chunk."""
     source = b"function f(o: { run(): void }): { stop(): void } { return o as any; }\nlet x: { m(): void };\n"
     assert [chunk.id for chunk in chunk_file("x.ts", source).chunks] == ["x.ts::f", "x.ts::x"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rust, Java, C, C++
+
+
+def _chunks(path: str, source: str) -> list[tuple[str, str, str | None]]:
+    return [(c.id, str(c.kind), c.parent) for c in chunk_file(path, source.encode()).chunks]
+
+
+def _chunk(path: str, source: str, qualname: str) -> Chunk:
+    return next(c for c in chunk_file(path, source.encode()).chunks if c.qualname == qualname)
+
+
+def test_new_goldens_pin_some_symbols_referenced() -> None:
+    """S3: the exact referenced-symbol sets of a few chunks of the new languages (regenerate.py pins
+    the older ones)."""
+    pinned = {
+        "rust/cache.rs::Lru.get": ("HITS", "K", "Option", "V", "get", "key", "map", "touch"),
+        "java/Shop.java::Shop.add#2": ("Item", "add", "count", "i", "item"),
+        "c/buffer.c::buffer_new": (
+            "BUFFER_INITIAL", "BUFFER_OK", "buf", "buffer_new", "buffer_t", "calloc", "free", "reserve",
+        ),
+        "c/buffer.h::BUFFER_MAX": ("BUFFER_MAX", "a", "b"),
+        "cpp/shapes.cpp::geo.total_area": (
+            "Shape", "area", "clamp", "detail", "shape", "shapes", "std", "sum", "total_area", "unique_ptr",
+            "vector",
+        ),
+        "asm/strings_x86_64.s::str_len": (".L3", ".L4", ".LC0", ".Ltoo_long", "MAX_LEN", "report", "str_len"),
+        "asm/hello.asm::print": ("STDOUT", "SYSCALL3", "SYS_WRITE", "strlen"),
+        "asm/start_arm64.S::_start": (
+            "SAVE_FRAME", "SYS_EXIT", "SYS_WRITE", "_start", "banner", "banner_end", "checksum",
+        ),
+    }  # fmt: skip
+    for chunk_ref, expected in pinned.items():
+        rel = chunk_ref.split("::", 1)[0]
+        chunks = chunk_file(rel, (FIXTURES / rel).read_bytes()).chunks
+        assert next(c for c in chunks if c.id == chunk_ref).symbols_referenced == expected, chunk_ref
+
+
+def test_rust_impls_are_named_by_type_and_trait() -> None:
+    """S2: `impl P` is `P`, `impl Trait for P` is `Trait for P`; members are `P.m`, also `Trait.m`."""
+    source = """
+mod shapes {
+    pub struct P<T>(T);
+    impl<T> P<T> { pub fn new(t: T) -> Self { P(t) } }
+    impl<T: fmt::Debug> fmt::Display for P<T> { fn fmt(&self) {} }
+    impl From<u8> for crate::shapes::P<u8> { fn from(x: u8) -> Self { P(x) } }
+    impl<'a> Tr for &'a str { const N: u8 = 1; }
+}
+"""
+    assert _chunks("lib.rs", source) == [
+        ("lib.rs::shapes", "module", None),
+        ("lib.rs::shapes.P", "struct", "shapes"),
+        ("lib.rs::shapes.P#2", "impl", "shapes"),
+        ("lib.rs::shapes.P.new", "method", "shapes.P"),
+        ("lib.rs::shapes.Display for P", "impl", "shapes"),
+        ("lib.rs::shapes.P.fmt", "method", "shapes.Display for P"),
+        ("lib.rs::shapes.From<u8> for P", "impl", "shapes"),
+        ("lib.rs::shapes.P.from", "method", "shapes.From<u8> for P"),
+        ("lib.rs::shapes.Tr for &'a str", "impl", "shapes"),
+        ("lib.rs::shapes.&'a str.N", "constant", "shapes.Tr for &'a str"),
+    ]
+    fmt = _chunk("lib.rs", source, "shapes.P.fmt")
+    assert fmt.symbols_defined == ("Display.fmt", "fmt", "shapes.P.fmt")
+
+
+def test_rust_extension_kinds_win_over_stock() -> None:
+    """S2, rust.scm: the stock `class`/`interface`/`method` become struct, enum, type, trait, function;
+    impl blocks are definitions, not references."""
+    source = (
+        "struct S;\nenum E {}\ntype T = u8;\ntrait Tr { fn f(); }\nimpl Tr for S {}\nmod m { fn g() {} }\n"
+    )
+    assert _tags("lib.rs", source, "definition") == [
+        ("struct", "S"),
+        ("enum", "E"),
+        ("type", "T"),
+        ("trait", "Tr"),
+        ("function", "f"),
+        ("impl", "S"),
+        ("module", "m"),
+        ("function", "g"),
+    ]
+    assert ("implementation", "Tr") in _tags("lib.rs", source, "reference")
+
+
+def test_java_interfaces_and_enums_are_containers() -> None:
+    """S2: Java interfaces with default methods and enums with methods list their members; overloads
+    and constructors are numbered methods."""
+    source = """interface I {
+    int N = 1;
+    void a();
+    default void b() { a(); }
+}
+enum E {
+    X(1),
+    Y(2);
+    E(int v) {}
+    int twice() { return 2; }
+}
+class C { C() {} C(int x) {} }
+"""
+    assert _chunk("I.java", source, "I").skeleton == (
+        "interface I {\n    int N = 1;\n    void a();\n    default void b() { ... }\n}"
+    )
+    assert _chunk("I.java", source, "E").skeleton == (
+        "enum E {\n    X(1),\n    Y(2);\n    E(int v) { ... }\n    int twice() { ... }\n}"
+    )
+    assert [c[0] for c in _chunks("I.java", source)][-3:] == ["I.java::C", "I.java::C.C", "I.java::C.C#2"]
+
+
+def test_c_names_typedefs_prototypes_and_locals() -> None:
+    """S2: a typedef'd struct is named by its typedef (the tag is a symbol), a prototype is a chunk,
+    function-local declarations are not, a macro's body words are references (S3)."""
+    source = """typedef struct node { struct node *next; } node_t, *node_p;
+struct S { int a; } s1;
+int *find(node_t *n);
+int (*handler)(int);
+static const char *names[] = {"a"};
+#define NEXT(n) ((n)->next ? follow((n)->next) : NULL)
+int *find(node_t *n) { struct local { int x; } l; int k = 0; return 0; }
+"""
+    chunks = chunk_file("x.c", source.encode()).chunks
+    assert [(c.id, str(c.kind), c.symbols_defined) for c in chunks] == [
+        ("x.c::node_t", "struct", ("node", "node_p", "node_t")),
+        ("x.c::S", "struct", ("S", "s1")),
+        ("x.c::find", "function", ("find",)),
+        ("x.c::handler", "variable", ("handler",)),
+        ("x.c::names", "constant", ("names",)),
+        ("x.c::NEXT", "macro", ("NEXT",)),
+        ("x.c::find#2", "function", ("find",)),
+    ]
+    assert chunks[5].symbols_referenced == ("NEXT", "NULL", "follow", "n", "next")
+    assert chunks[5].body == "#define NEXT(n) ((n)->next ? follow((n)->next) : NULL)"
+    assert chunks[6].skeleton == "int *find(node_t *n) { ... }"
+
+
+def test_c_stock_definitions_are_replaced() -> None:
+    """S2, c.scm: the stock file would make `f(int x)` (the declarator) the chunk and `enum E` in a
+    declaration a definition; ours take the whole function and only enums with a body."""
+    source = "enum color { RED };\nenum color c;\nint f(int x) { return x; }\n"
+    assert _tags("x.c", source, "definition") == [("enum", "color"), ("variable", "c"), ("function", "f")]
+    assert _chunk("x.c", source, "f").body == "int f(int x) { return x; }"
+
+
+def test_c_and_cpp_references() -> None:
+    """S3, STYLE: the stock C/C++ files have no references; ours add calls, types, fields, namespaces."""
+    source = "int f(buf_t *b) { return b->ops->open(g(b->len)); }\n"
+    assert _tags("x.c", source, "reference") == [
+        ("type", "buf_t"),
+        ("field", "ops"),
+        ("call", "open"),
+        ("call", "g"),
+        ("field", "len"),
+    ]
+    cpp = "class A : public ns::Base<int> { void m() { auto p = new Widget(); std::move(p); } };\n"
+    assert _tags("x.cpp", cpp, "reference") == [
+        ("namespace", "ns"),
+        ("class", "Base"),
+        ("class", "Widget"),
+        ("namespace", "std"),
+        ("call", "move"),
+    ]
+
+
+def test_cpp_qualified_names() -> None:
+    """S2: out-of-line `ns::Foo::bar` is `ns.Foo.bar`, inside `namespace ns` too; operators,
+    destructors, conversions; `namespace a::b`; templates belong to their definition."""
+    source = """namespace a::b { struct S { S(); ~S(); bool operator==(const S&) const; }; }
+namespace a::b {
+template <typename T> S::S() {}
+}
+a::b::S::~S() {}
+bool a::b::S::operator ==(const S&) const { return true; }
+class Box { explicit operator bool() const; friend void swap(Box&, Box&); };
+Box::operator bool() const { return true; }
+"""
+    assert _chunks("x.cpp", source) == [
+        ("x.cpp::a.b", "namespace", None),
+        ("x.cpp::a.b.S", "struct", "a.b"),
+        ("x.cpp::a.b.S.S", "method", "a.b.S"),
+        ("x.cpp::a.b.S.~S", "method", "a.b.S"),
+        ("x.cpp::a.b.S.operator==", "method", "a.b.S"),
+        ("x.cpp::a.b#2", "namespace", None),
+        ("x.cpp::a.b.S.S#2", "method", "a.b"),
+        ("x.cpp::a.b.S.~S#2", "method", None),
+        ("x.cpp::a.b.S.operator==#2", "method", None),
+        ("x.cpp::Box", "class", None),
+        ("x.cpp::Box.operator bool", "method", "Box"),
+        ("x.cpp::Box.operator bool#2", "method", None),
+    ]
+    assert _chunk("x.cpp", source, "a.b.S.S").skeleton == "S();"
+    template = chunk_file("x.cpp", source.encode()).chunks[6]
+    assert template.skeleton == "template <typename T> S::S() { ... }"
+    assert _chunk("x.cpp", source, "Box").skeleton == (
+        "class Box {\n    explicit operator bool() const;\n    friend void swap(Box&, Box&);\n};"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembly
+
+
+def test_assembly_dialects() -> None:
+    """S2 (assembly.py rule 1): the syntax a file is read with."""
+    assert dialect_of("a.s", b"\t.text\nf:\tret\n") is Dialect.GAS
+    assert dialect_of("a.asm", b"f: ret\n") is Dialect.NASM
+    assert dialect_of("a.s", b"section .text\nglobal f\n") is Dialect.NASM
+    assert dialect_of("a.s", b"\t.section __TEXT,__text\n_f:\n") is Dialect.MACHO
+    assert dialect_of("a.s", b"TEXT \xc2\xb7f(SB), $0\n") is Dialect.PLAN9
+
+
+def test_assembly_comment_syntaxes() -> None:
+    """S3 (assembly.py rule 2): `#`, `@`, `//`, `/* */`, `;` comments; ARM `#4`, `sym@PLT` are code."""
+    gas = b"f:\n\tcall g@PLT  # not h\n\tmov r0, #4 @ not i\n\tb j // not k\n\t/* not\n\tl */ ret ; bl m\n"
+    (chunk,) = chunk_file("a.s", gas).chunks
+    assert chunk.symbols_referenced == ("g", "j", "m")
+    assert chunk.skeleton == "; section .text\nf:  ; 5 instructions"
+    nasm = b"f:\n\tcall g ; call h\n\tmov eax, [rel msg]\n"
+    assert chunk_file("a.asm", nasm).chunks[0].symbols_referenced == ("g", "msg")
+
+
+def test_assembly_labels_and_extent() -> None:
+    """S2 (assembly.py rules 3-4): local labels stay in their chunk; comments and directives naming the
+    label above it belong to it; a section change or `.size` ends it; trailing comments do not."""
+    source = b"""\t.text
+# helper, not exported
+\t.type h, @function
+h:
+.L1:\tjmp .L1
+1:\tjmp 1b
+\t.size h, .-h
+\tnop
+# about g
+
+\t.globl g
+g:\tret
+# trailing
+\t.data
+v:\t.long 1
+"""
+    chunks = chunk_file("a.s", source).chunks
+    assert [(c.name, c.start_line, c.end_line, c.symbols_defined) for c in chunks] == [
+        ("h", 2, 7, (".L1", "h")),
+        ("g", 11, 12, ("g",)),
+        ("v", 15, 15, ("v",)),
+    ]
+    assert (
+        chunks[0].skeleton
+        == "; section .text\n# helper, not exported\n\t.type h, @function\nh:  ; 2 instructions"
+    )
+    assert chunks[1].skeleton == "; section .text, global\n\t.globl g\ng:  ; 1 instruction"
+    assert chunks[2].skeleton == "; section .data\nv:  ; 1 data directive"
+
+
+def test_assembly_nasm_and_constants() -> None:
+    """S2: NASM `global`, `.local` labels as `outer.local`, `name db`, `equ` groups, `%macro` chunks."""
+    source = b"""global main
+N equ 4
+M equ 8
+
+%macro twice 1
+  add %1, %1
+%endmacro
+section .data
+msg db "hi", 0
+len equ $ - msg
+section .text
+main:
+.loop: twice eax
+  jmp .loop
+"""
+    chunks = chunk_file("a.asm", source).chunks
+    assert [(c.id, str(c.kind), c.symbols_defined) for c in chunks] == [
+        ("a.asm::N", "constant", ("M", "N")),
+        ("a.asm::twice", "macro", ("twice",)),
+        ("a.asm::msg", "label", ("len", "msg")),
+        ("a.asm::main", "label", (".loop", "main", "main.loop")),
+    ]
+    assert chunks[3].skeleton == "; section .text, global\nmain:  ; 2 instructions"
+    assert chunks[3].symbols_referenced == (".loop", "twice")
+
+
+def test_assembly_macro_spelled_labels() -> None:
+    """S2, glibc/Linux style: `ENTRY(f)` ... `END(f)` and `EXT(f):` labels are global `f` chunks."""
+    source = b"""#include <sysdep.h>
+ENTRY(memset)
+	mov %rdi, %rax
+	ret
+END(memset)
+	nop
+.globl EXT(crosscall)
+EXT(crosscall):
+	call *%rsi
+"""
+    chunks = chunk_file("a.S", source).chunks
+    assert [(c.name, c.start_line, c.end_line, c.skeleton) for c in chunks] == [
+        ("memset", 2, 5, "; section .text, global\nENTRY(memset)  ; 2 instructions"),
+        ("crosscall", 7, 9, "; section .text, global\n.globl EXT(crosscall)\ncrosscall:  ; 1 instruction"),
+    ]
+
+
+def test_assembly_tags() -> None:
+    """S3, tags(): label definitions; operand references, `call` after a call or jump mnemonic."""
+    source = b"f:\n\tcall g\n\tlea h(%rip), %rax\n\tjne f\n"
+    assert tags("a.s", source) == (
+        Tag("definition", "label", "f", 1, 0),
+        Tag("reference", "call", "g", 2, 9),
+        Tag("reference", "symbol", "h", 3, 16),
+        Tag("reference", "call", "f", 4, 35),
+    )
+
+
+def test_assembly_bad_bytes_and_line_ends() -> None:
+    """S2: invalid UTF-8 is reported and replaced; CRLF files keep their `\\r` out of chunk ends."""
+    source = b"f:\r\n\tret\r\n\r\ng:\xff\r\n\tret\r\n"
+    parsed = chunk_file("a.s", source)
+    check_invariants(parsed, source)
+    assert parsed.errors == ("line 4, column 3: invalid UTF-8, decoded with U+FFFD replacements",)
+    assert [c.body for c in parsed.chunks] == ["f:\r\n\tret", "g:\ufffd\r\n\tret"]
+
+
+_ASM_TOKENS = [
+    "\n", " ", "\t", ":", ";", "#", "@", "//", "/*", "*/", '"', "'", "`", ",", "%", "\\", "\r", "\x00",
+    "f", "g1", ".L1", "1", "1f", ".globl", ".size", ".macro", ".endm", "%macro", "%endmacro", "section",
+    ".text", ".data", "TEXT", "(SB)", "·", "<>", "ENTRY(", ")", "END(", "equ", "db", "proc", "endp",
+    "mov", "call", "=", "#define", "global", "$", ".set", ".pushsection", ".popsection", ".previous",
+]  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_ASM_TOKENS), max_size=120), st.sampled_from([".s", ".S", ".asm"]))
+def test_assembly_token_soup_never_raises(tokens: list[str], suffix: str) -> None:
+    """S2 (assembly.py rule 8): any mix of labels, directives, comments and strings chunks or is skipped."""
+    data = "".join(tokens).encode("utf-8", "surrogateescape")
+    parsed = chunk_file(f"soup{suffix}", data)
+    check_invariants(parsed, data)
+    parsed.model_dump_json()
+    tags(f"soup{suffix}", data)

@@ -2,35 +2,47 @@
 
 `chunk_file(path, source)` returns a `ParsedFile`: one `Chunk` per definition the language's queries
 capture (stock tags.scm + our extensions, see `languages.py` and `queries/README.md`). The engine is
-the same for every language; the rules, in order:
+the same for every language; a language without a tree-sitter grammar (assembly) names a
+`LineChunker` in its spec instead, and `chunk_file` and `tags` hand its files to it. The rules, in
+order:
 
 1. Definitions. Every `@definition.<kind>` capture holding a name (`@name` in the stock files,
    `@name.definition.<kind>` in ours; a name belongs to the innermost definition node around it) is
    a definition. Captures of the same node merge: their names join (the first in source order names
    the chunk, all are in `symbols_defined`); for the kind, any kind beats constant/variable, then
    our extension's kind beats the stock file's (Go: `struct` over the stock `type`), then
-   `KIND_PRECEDENCE`.
+   `KIND_PRECEDENCE`. A name node's text becomes a name through the language's `Rules.name` (C: the
+   identifier inside a declarator, `get` for `*get(void)`; Rust: `Display for P` for an impl); a
+   name node whose text is a plain identifier is a symbol as written too (a C struct tag).
 2. Extent. A definition grows to the parent nodes that wrap only it (`LanguageSpec.wrappers`:
    Python `decorated_definition`, TS/JS `export_statement`, a lone `const` declarator's declaration,
-   Go `type` with one spec), then to a `;` right after it on the same line, then up to the comments
-   (`leading_types`) directly above it: contiguous, no blank line between, each on its own line.
-   `body` is exactly `source[start_byte:end_byte]`.
-3. Nesting. The enclosing chunk is the `parent`; the qualified name is `parent.qualname + "." + name`,
-   unless the language's `qualifier` hook names a prefix (Go: the receiver type). A function inside
-   a class-like chunk is a `method`. Definitions inside an opaque kind (interface, struct, enum,
-   type: their whole text is their skeleton) or directly under one of the language's
-   `inert_parents` are not chunks, nor is a function that is the value of another (`x = function
-   x() {}`). The N-th definition of a qualified name gets the id suffix `#N` (overloads,
-   getter/setter pairs, redefinitions).
+   Go `type` with one spec, C `typedef struct {...} T;`, C++ `template <...>`), then to a `;` right
+   after it on the same line, then up to the comments (`leading_types`) directly above it:
+   contiguous, no blank line between, each on its own line; trailing whitespace is not in it (C
+   `#define X 1\\n`). `body` is exactly `source[start_byte:end_byte]`.
+3. Nesting. The enclosing chunk is the `parent`. The qualified name is the parent's scope, the
+   language's `qualifier` for the node if any (Go: the receiver type; C++ `void ns::Foo::bar()`:
+   `ns.Foo`), and the name, joined by dots. A chunk's scope is its qualified name unless
+   `Rules.scopes` says otherwise (Rust `impl Display for P` qualifies its members `P.fmt`, and gives
+   them the symbol `Display.fmt` too). A function inside a class-like chunk is a `method`.
+   Definitions inside an opaque kind (interface, struct, enum, type: their whole text is their
+   skeleton) or directly under one of the language's `inert_parents` (a C declaration in a function
+   body) are not chunks, nor is a function that is the value of another (`x = function x() {}`); two
+   definitions with the same extent are one chunk whose symbols are both's names (`struct S {...}
+   s;`). The N-th definition of a qualified name gets the id suffix `#N` (overloads, getter/setter
+   pairs, redefinitions).
 4. Skeletons (deterministic: lines right-stripped, `\\n` line ends, the chunk's first-line indentation
    removed): functions keep everything before their body, then ` { ... }` (`...` for an expression
-   body; Python: the docstring and `...`); containers (class, namespace, module) keep their header,
-   then each member chunk's skeleton and each field (`Rules.is_member`), then `}`; opaque kinds keep
-   their whole text; constants and variables their first `VALUE_SKELETON_LINES` lines.
+   body; Python: the docstring and `...`); containers (class, namespace, module, impl, trait; C++
+   struct; Java interface and enum) keep their header, then each member chunk's skeleton and each
+   field (`Rules.members`, `Rules.is_member`; a field's `;`, `,` or `:` kept), then `}` with what
+   follows the body on its line (C++ `};`); opaque kinds keep their whole text; constants,
+   variables and macros their first `VALUE_SKELETON_LINES` lines.
 5. `symbols_referenced`: every identifier-like leaf (`LanguageSpec.identifier_types`) in the chunk's
-   byte range, keywords removed, sorted and unique. The chunk's own name stays in (a recursive call
-   is a reference; callers subtract `symbols_defined` if they want). Names in strings and comments
-   are not tokens and are not included.
+   byte range, and every word of a `token_types` node's text (a C macro's body), keywords removed,
+   sorted and unique. The chunk's own name stays in (a recursive call is a reference; callers
+   subtract `symbols_defined` if they want). Names in strings and comments are not tokens and are
+   not included.
 6. Never raises on content: syntax errors become `ParsedFile.errors` (`line L, column C: syntax error
    near '...'`, at most `MAX_ERRORS`), and the chunks tree-sitter recovered are kept; a file that is
    not UTF-8 is decoded with U+FFFD replacements and says so in `errors`. An unknown language raises
@@ -42,6 +54,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import operator
+import re
 from typing import Literal, NamedTuple
 
 import tree_sitter as ts
@@ -52,9 +65,11 @@ from pagedctx.host.code.languages import (
     EXTENSION_MARK,
     IDENTIFIER_CAPTURE,
     LEADING_CAPTURE,
+    TOKENS_CAPTURE,
     LanguageSpec,
     compiled,
     language_for_path,
+    spec_for,
     supported_suffixes,
 )
 
@@ -76,7 +91,14 @@ _DEFAULT_INDENT = "    "
 _Key = tuple[int, int, str]
 _Rank = tuple[bool, bool, int]
 _SPAN = operator.attrgetter("start_byte", "end_byte")
+#: The identifier-like words of a `token_types` node's text (group 1), strings and comments skipped.
+_WORDS = re.compile(
+    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/|(?<![\w.])([A-Za-z_]\w*)', re.S
+)
 _QUESTION_MARKS = "pagedctx.question_marks"
+_BLANK = (b" ", b"\t", b"\r", b"\n")
+#: What ends a member listed in a container's skeleton: `x;`, a Java enum constant's `A,`, C++ `public:`.
+_MEMBER_ENDS = (b";", b",", b":")
 
 
 def _question_marks(error: UnicodeError) -> tuple[str, int]:
@@ -97,8 +119,8 @@ class _Def:
     """A definition on its way to becoming a Chunk."""
 
     __slots__ = (
-        "anchor", "children", "end", "end_point", "kind", "name", "names", "node", "parent", "qualname",
-        "rank", "skeleton", "start", "start_row",
+        "aliases", "anchor", "children", "end", "end_point", "kind", "name", "names", "node", "parent",
+        "qualname", "rank", "scope", "skeleton", "start", "start_row", "symbols",
     )  # fmt: skip
 
     def __init__(self, node: ts.Node, kind: ChunkKind, rank: _Rank) -> None:
@@ -109,9 +131,11 @@ class _Def:
         self.anchor = node
         self.start = self.end = self.start_row = 0
         self.end_point = (0, 0)
-        self.name = self.qualname = self.skeleton = ""
+        self.name = self.qualname = self.skeleton = self.scope = ""
         self.parent: str | None = None  # the enclosing chunk's qualname (no back reference: no cycle)
         self.children: list[_Def] = []
+        self.aliases: tuple[str, ...] = ()  # further scopes of a container (Rules.scopes)
+        self.symbols: set[str] = set()  # symbols_defined beyond qualname and name
 
 
 class _Source:
@@ -179,13 +203,16 @@ def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedF
     Raises `UsageError` for a language (or suffix) without a chunker; never raises on content.
     """
     name = _language(path, language)
+    line_chunker = spec_for(name).line_chunker
+    if line_chunker is not None:
+        return line_chunker.chunk_file(path, source)
     lang = compiled(name)
     src = _Source(source)
     root = lang.parser().parse(src.parsed).root_node
     captures = ts.QueryCursor(lang.chunking).captures(root)
     leading = _Leading(captures.get(LEADING_CAPTURE, []), src)
     defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
-    starts, words = _identifiers(captures.get(IDENTIFIER_CAPTURE, []), src)
+    starts, words = _identifiers(captures.get(IDENTIFIER_CAPTURE, []), captures.get(TOKENS_CAPTURE, []), src)
     keywords = lang.spec.keywords
     for d in reversed(defs):  # children before parents: container skeletons reuse theirs
         d.skeleton = _skeleton(lang.spec, d, leading)
@@ -195,7 +222,7 @@ def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedF
         seen[d.qualname] = occurrence = seen.get(d.qualname, 0) + 1
         low, high = bisect.bisect_left(starts, d.start), bisect.bisect_left(starts, d.end)
         referenced = tuple(sorted(set(words[low:high]) - keywords))
-        defined = {d.qualname, d.name, *(src.text(n.start_byte, n.end_byte) for n in d.names[1:])}
+        defined = {d.qualname, d.name, *d.symbols}
         first_row = d.start_row
         end_row, end_column = d.end_point
         chunks.append(
@@ -267,13 +294,25 @@ def _definitions(spec: LanguageSpec, captures: dict[str, list[ts.Node]], src: _S
     for start, negative_end, _, _, d in spans:
         while stack and stack[-1][0] <= start:
             stack.pop()
-        if (stack and stack[-1][1].kind in spec.opaque_kinds) or not d.names:
-            continue
-        d.name = src.text(d.names[0].start_byte, d.names[0].end_byte)
-        if d.name.strip():
+        if d.names and _name(spec, d, src):
             stack.append((-negative_end, d))
             defs.append(d)
     return defs
+
+
+def _name(spec: LanguageSpec, d: _Def, src: _Source) -> bool:
+    """A definition's name (`Rules.name` of its first name node) and its other symbols; False if it
+    has no name."""
+    for index, node in enumerate(d.names):
+        text = src.text(node.start_byte, node.end_byte)
+        named = spec.rules.name(node, text)
+        if index == 0:
+            d.name = named
+        elif named.strip():
+            d.symbols.add(named)
+        if text != named and text.isidentifier():
+            d.symbols.add(text)  # `typedef struct tag {...} name;`: the tag is a symbol too
+    return bool(d.name.strip())
 
 
 def _give_names(
@@ -322,31 +361,48 @@ class _Leading:
         return top
 
 
-def _semicolon(data: bytes, end: int) -> int:
-    """`end`, moved past a `;` that follows on the same line (a statement's terminator)."""
+def _semicolon(data: bytes, end: int, ends: tuple[bytes, ...] = (b";",)) -> int:
+    """`end`, moved past a `;` (or another of `ends`) that follows on the same line (a statement's
+    terminator)."""
     after = end
     while data[after : after + 1] in (b" ", b"\t"):
         after += 1
-    return after + 1 if data[after : after + 1] == b";" else end
+    return after + 1 if data[after : after + 1] in ends else end
+
+
+def _wrapped(spec: LanguageSpec, node: ts.Node) -> ts.Node | None:
+    """A definition node grown to the parents that wrap only it (rule 2), or None if it is not a chunk
+    (it, or what wraps it, lies directly under one of the language's `inert_parents`)."""
+    top = node
+    while (parent := top.parent) is not None and (allowed := spec.wrappers.get(parent.type)) is not None:
+        others = parent.named_children if parent.named_child_count > 1 else ()
+        if any(c != top and c.type not in allowed and c.type not in spec.leading_types for c in others):
+            break
+        top = parent
+    inert = spec.inert_parents
+    if inert and any(n.parent is not None and n.parent.type in inert for n in (node, top)):
+        return None
+    return top
 
 
 def _extent(spec: LanguageSpec, d: _Def, leading: _Leading) -> bool:
     """Rule 2: wrappers, a trailing `;`, leading comments. False for a definition that is not a chunk
     (its parent is one of the language's `inert_parents`)."""
-    node = d.node
-    if spec.inert_parents and node.parent is not None and node.parent.type in spec.inert_parents:
+    node = _wrapped(spec, d.node)
+    if node is None:
         return False
-    while (parent := node.parent) is not None and (allowed := spec.wrappers.get(parent.type)) is not None:
-        others = parent.named_children if parent.named_child_count > 1 else ()
-        if any(c != node and c.type not in allowed and c.type not in spec.leading_types for c in others):
-            break
-        node = parent
     d.anchor = node
+    data = leading.src.data
     d.start = leading.start(node.start_byte)
-    d.end = _semicolon(leading.src.data, node.end_byte)
+    d.end = _semicolon(data, node.end_byte)
     row, column = node.end_point
     d.end_point = (row, column + d.end - node.end_byte)
-    d.start_row = node.start_point.row - leading.src.data.count(b"\n", d.start, node.start_byte)
+    while d.end > node.start_byte and data[d.end - 1 : d.end] in _BLANK:  # C `#define X 1\n`
+        d.end -= 1
+        newline = data[d.end : d.end + 1] == b"\n"
+        row, column = (row - 1, d.end - data.rfind(b"\n", 0, d.end) - 1) if newline else (row, column - 1)
+        d.end_point = (row, column)
+    d.start_row = node.start_point.row - data.count(b"\n", d.start, node.start_byte)
     return True
 
 
@@ -356,38 +412,53 @@ def _nest(spec: LanguageSpec, defs: list[_Def], leading: _Leading) -> list[_Def]
     defs.sort(key=lambda d: (d.start, -d.end, d.rank))
     out: list[_Def] = []
     stack: list[_Def] = []
+    rules = spec.rules
     for d in defs:
         while stack and (stack[-1].end <= d.start or stack[-1].end < d.end):
             stack.pop()
         parent = stack[-1] if stack else None
+        if parent is not None and (parent.start, parent.end) == (d.start, d.end):
+            # the same definition twice (`f = function f() {}`, `struct S {...} s;`): one chunk
+            parent.symbols.update(name for name in (d.name, *d.symbols) if name != parent.name)
+            continue
         if parent is not None and (
             parent.kind in spec.opaque_kinds
-            or (parent.start, parent.end) == (d.start, d.end)
             or (d.kind in _FUNCTIONS and parent.kind in _FUNCTIONS and d.node.parent == parent.node)
         ):
-            continue  # inside an opaque kind, or the same definition twice (`f = function f() {}`)
+            continue  # inside an opaque kind, or a function that is the value of another
         if d.kind == K.FUNCTION and parent is not None and parent.kind in _CLASS_LIKE:
             d.kind = K.METHOD
-        prefix = spec.rules.qualifier(d.node)
-        if prefix is None and parent is not None:
-            prefix = parent.qualname
+        prefix = parent.scope if parent is not None else ""
+        qualifier = rules.qualifier(d.node)
+        if qualifier:
+            prefix = f"{prefix}.{qualifier}" if prefix else qualifier
         d.qualname = f"{prefix}.{d.name}" if prefix else d.name
+        scopes = rules.scopes(d.node)
+        d.scope = (f"{prefix}.{scopes[0]}" if prefix else scopes[0]) if scopes else d.qualname
+        d.aliases = scopes[1:]
         if parent is not None:
             d.parent = parent.qualname
+            d.symbols.update(f"{alias}.{d.name}" for alias in parent.aliases)
             parent.children.append(d)
         stack.append(d)
         out.append(d)
     return out
 
 
-def _identifiers(nodes: list[ts.Node], src: _Source) -> tuple[list[int], list[str]]:
-    """Rule 5: (start byte, text) of every identifier-like leaf, in source order."""
+def _identifiers(nodes: list[ts.Node], tokens: list[ts.Node], src: _Source) -> tuple[list[int], list[str]]:
+    """Rule 5: (start byte, text) of every identifier-like leaf, and of every word in the text of a
+    `token_types` node (a C macro's body), in source order."""
     ends = dict(map(_SPAN, nodes))
+    data = src.data
+    for node in tokens:
+        for match in _WORDS.finditer(data, node.start_byte, node.end_byte):
+            if match.start(1) >= 0:
+                ends[match.start(1)] = match.end(1)
     starts = sorted(ends)
     if src.ascii is not None:  # byte offsets are character offsets: slice the decoded text
         text = src.ascii
         return starts, [text[start : ends[start]] for start in starts]
-    data, errors = src.data, src.errors
+    errors = src.errors
     return starts, [data[start : ends[start]].decode("utf-8", errors) for start in starts]
 
 
@@ -426,7 +497,7 @@ def _container(
     lines = [rules.open_container(head)]
     indent = _DEFAULT_INDENT
     first = True
-    for node in body.named_children:
+    for node in rules.members(body):
         if node.type in spec.leading_types:
             continue
         child = members.get(_key(node))
@@ -434,14 +505,18 @@ def _container(
             text, start = child.skeleton.split("\n"), child.start
         elif rules.is_member(node, first):
             start = leading.start(node.start_byte)
-            text = src.block(start, _semicolon(src.data, node.end_byte))
+            text = src.block(start, _semicolon(src.data, node.end_byte, _MEMBER_ENDS))
         else:
             first = False
             continue
         first = False
         indent = _relative_indent(src, start, base)
         lines.extend(f"{indent}{line}" if line else line for line in text)
-    lines.extend(rules.close_container(len(lines) > 1, indent))
+    closing = rules.close_container(len(lines) > 1, indent)
+    tail = src.text(body.end_byte, d.end).strip() if body.end_byte < d.end else ""
+    if closing and tail and "\n" not in tail:  # C++ `};`, `} s1, *s2;`
+        closing[-1] += tail
+    lines.extend(closing)
     return lines
 
 
@@ -500,13 +575,18 @@ def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ..
     `symbols_referenced` is the dirty identifier set): it is what the extension queries are tested
     through, and what a repo map would rank.
     """
-    lang = compiled(_language(path, language))
+    name = _language(path, language)
+    line_chunker = spec_for(name).line_chunker
+    if line_chunker is not None:
+        return tuple(Tag(*tag) for tag in line_chunker.tags(path, source))
+    lang = compiled(name)
+    rules = lang.spec.rules
     src = _Source(source)
     root = lang.parser().parse(src.parsed).root_node
     definitions: dict[int, tuple[_Rank, Tag]] = {}
     references: dict[int, tuple[int, Tag]] = {}
     for pattern, captures in ts.QueryCursor(lang.tags).matches(root):
-        role, kind, rank, names = "", "", (True, True, len(_RANK)), []
+        role, kind, rank, names, local = "", "", (True, True, len(_RANK)), [], False
         for capture, nodes in captures.items():
             parts = capture.split(".")
             if parts[0] == "name":
@@ -516,8 +596,12 @@ def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ..
                 role, kind = parts[0], parts[1]
                 ranked = _kind(lang.spec, capture) if role == "definition" else None
                 rank = ranked[1] if ranked is not None else rank
-        for n in names if role else ():
+            if capture.startswith("definition.") and nodes and _wrapped(lang.spec, nodes[0]) is None:
+                local = True  # not a chunk (a local declaration), so not a definition either
+        for n in names if role and not local else ():
             text = src.text(n.start_byte, n.end_byte)
+            if role == "definition" and not text.isidentifier():
+                text = rules.name(n, text)  # a declarator's identifier, `operator==`, `Display for P`
             line = n.start_point.row + 1
             if role == "reference":
                 if n.start_byte not in references or pattern > references[n.start_byte][0]:
