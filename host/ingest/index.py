@@ -301,23 +301,17 @@ class _Updater:  # one update; split from Index so the look-up API stays small
     def _one_file(
         self, found: FoundFile, result: Analysis, old: FileMeta | None, pending: _Pending, tally: _Tally
     ) -> None:
-        report, skipped, kept, present, symbols = (
-            tally.report,
-            tally.skipped,
-            tally.new_fast,
-            tally.present,
-            tally.symbols,
-        )
+        report = tally.report
         if result.skip is not None:
-            skipped.append(Skipped(found.rel, *result.skip))
-            present.discard(found.rel)
+            tally.skipped.append(Skipped(found.rel, *result.skip))
+            tally.present.discard(found.rel)
             return
         if result.same and old is not None:
             same = old.model_copy(update={"mtime_ns": found.mtime_ns})
             pending.fast[found.rel] = FastMeta.of(same).encode()
             pending.metas[found.rel] = same.model_dump_json()
             report.rehashed.append(found.rel)
-            kept[found.rel] = FastMeta.of(same)
+            tally.new_fast[found.rel] = FastMeta.of(same)
             return
         if old is not None:
             self._forget(old, pending)
@@ -327,7 +321,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             pending.handles[handle] = chunk_id
             pending.dead_chunks.discard(chunk_id)
             pending.dead_handles.discard(handle)
-            symbols.update(defined)
+            tally.symbols.update(defined)
             for symbol in defined:
                 pending.symbols_add[symbol].add(chunk_id)
                 pending.symbols_remove[symbol].discard(chunk_id)
@@ -349,7 +343,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         report.parsed.append(found.rel)
         if result.errors:
             report.syntax_errors[found.rel] = len(result.errors)
-        kept[found.rel] = FastMeta.of(meta)
+        tally.new_fast[found.rel] = FastMeta.of(meta)
 
     def _forget(self, old: FileMeta, pending: _Pending) -> None:
         """Queue removal of a file's chunks and their symbol entries."""
