@@ -85,6 +85,7 @@ __all__ = [
     "missing_content",
     "parse_pces",
     "render_pces",
+    "same_as_content",
     "shape_problem",
     "summary_content",
     "unit_id",
@@ -226,6 +227,15 @@ Value = str | tuple[str, ...] | Content
 # ---------------------------------------------------------------------------------------------------
 
 
+_SAME_AS = re.compile(r"evidence [1-9][0-9]*")
+
+
+def _is_same_as(content: Content) -> bool:
+    """`same_as: evidence N`: this block's content is given whole in evidence N (C5: no repeats)."""
+    value = content.get("same_as")
+    return content.keys() == ("same_as",) and isinstance(value, str) and _SAME_AS.fullmatch(value) is not None
+
+
 def _is_error_shape(content: Content) -> bool:
     """`status: missing` [+ `reason` text], or `status: ambiguous` [+ `candidates` list] (C4)."""
     keys, status = content.keys(), content.get("status")
@@ -307,7 +317,7 @@ def shape_problem(view: str, content: Content) -> str | None:
     if view not in _SHAPES:
         return f"a view: one of {', '.join(VIEWS)}"
     description, check = _SHAPES[view]
-    if _is_error_shape(content) or check(content):
+    if _is_error_shape(content) or _is_same_as(content) or check(content):
         return None
     return f"{view} content: {description}; or {_ERROR_SHAPES}"
 
@@ -422,6 +432,13 @@ def callchain_content(path: Iterable[str]) -> Content:
 def missing_content(reason: str | None = None) -> Content:
     """The frozen missing shape: `status: missing`, with the reason when given (C4)."""
     return Content.of({"status": "missing"} if reason is None else {"status": "missing", "reason": reason})
+
+
+def same_as_content(number: int) -> Content:
+    """`same_as: evidence N`: the content of this block is the content of evidence N (C5)."""
+    if number < 1:
+        raise ValueError(f"evidence numbers start at 1, got {number}")
+    return Content.of({"same_as": f"evidence {number}"})
 
 
 def ambiguous_content(candidates: Iterable[str] | None = None) -> Content:

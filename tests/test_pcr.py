@@ -1026,3 +1026,16 @@ def test_the_docs_error_messages_are_real() -> None:
     ]
     errors = _text_blocks(DOC.read_text(encoding="utf-8").split("### Errors", 1)[1])[0].splitlines()
     assert errors == [pcr_error(text).message for text in inputs]
+
+
+@pytest.mark.parametrize("view", ["exist", "definition", "api", "impl", "asm", "summary", "callchain"])
+def test_same_as_back_reference_is_valid_for_every_view(view: str) -> None:
+    """C5: a block whose content an earlier block gave refers back with `same_as: evidence N`."""
+    from pagedctx.protocol.pces import same_as_content, shape_problem
+
+    assert shape_problem(view, same_as_content(3)) is None
+    if view != "summary":  # a summary is any key: value pairs, so these are summaries
+        assert shape_problem(view, Content.of({"same_as": "evidence 0"})) is not None
+        assert shape_problem(view, Content.of({"same_as": "evidence 2", "extra": "x"})) is not None
+    with pytest.raises(ValueError, match="start at 1"):
+        same_as_content(0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from pagedctx._version import __version__
-from pagedctx.cli import config, envelope, instructions, modules, xml
+from pagedctx.cli import config, envelope, instructions, modules, pcr, xml
 from pagedctx.cli.index import index as index_command
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app.add_typer(modules.app, name="modules")
 app.add_typer(envelope.app, name="envelope")
 app.add_typer(config.app, name="config")
 app.command("index")(index_command)
+app.command("pcr")(pcr.pcr)
 
 
 def _version_callback(value: bool) -> None:

@@ -1,0 +1,49 @@
+"""`pagedctx pcr [--repo ROOT | --store URL] [REQUEST_FILE|-]`: answer a PCR request as PCES (C1-C5)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+EXIT_USAGE = 2
+
+
+def _read_request(file: str) -> str:
+    """The text of FILE, or of stdin for '-'; exits 2 with a message on stderr if unreadable."""
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        typer.echo(f"error: {file} is not UTF-8 text (byte {error.start})", err=True)
+    except OSError as error:
+        typer.echo(f"error: cannot read {file}: {error.strerror or error}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def pcr(
+    request_file: str = typer.Argument("-", help="The PCR request: a file, or '-' for stdin."),
+    repo: Path | None = typer.Option(None, "--repo", help="Index ROOT first (only changed files re-parse)."),
+    store: str | None = typer.Option(
+        None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
+    ),
+) -> None:
+    """Print the PCES answer (`<pcir>`) to a PCR request; a malformed request exits 2."""
+    from pagedctx.config import load_config
+    from pagedctx.errors import PagedctxError
+    from pagedctx.host.ingest.index import Index
+    from pagedctx.host.pces.engine import answer_text
+
+    text = _read_request(request_file)
+    try:
+        config = load_config(overrides={"store": store})
+        index = Index.open(config.store_url, tokenizer=config.tokenizer)
+        if repo is not None:
+            index.update([str(repo)])
+        output = answer_text(index, text)
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    sys.stdout.write(output)
+    sys.stdout.flush()
