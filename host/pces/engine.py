@@ -71,7 +71,12 @@ from pagedctx.protocol.pcr import (
     parse_pcr,
 )
 
-__all__ = ["answer", "answer_text"]
+__all__ = ["MAX_CHUNKS_VISITED", "MAX_DEFINITIONS_FOLLOWED", "MAX_HOPS", "answer", "answer_text"]
+
+# Bounds of the callchain search: deterministic, and they keep a no-path answer fast on big indexes.
+MAX_HOPS = 12
+MAX_DEFINITIONS_FOLLOWED = 8
+MAX_CHUNKS_VISITED = 20_000
 
 _KINDS: dict[ChunkKind, DefinitionKind] = {
     ChunkKind.FUNCTION: "func",
@@ -382,7 +387,8 @@ class _Engine:
         if hops is None:
             reason = (
                 f"no call path from {unit_id(self.unit(start))} {start.id} to "
-                f"{unit_id(self.unit(goal))} {goal.id} in the reference graph"
+                f"{unit_id(self.unit(goal))} {goal.id} in the reference graph within {MAX_HOPS} hops "
+                f"(names defined in more than {MAX_DEFINITIONS_FOLLOWED} places are not followed)"
             )
             return _Result(source, missing_content(reason), (("callchain", start.id, goal.id),))
         path = [call_hop(self.unit(start), _hop_symbol(start, start.qualname))]
@@ -404,7 +410,10 @@ class _Engine:
                     own.update(member.symbols_referenced)
         best: dict[str, tuple[int, str, Chunk]] = {}
         for symbol in sorted(set(chunk.symbols_referenced) - own):
-            for callee in self.defining(symbol):
+            callees = self.defining(symbol)
+            if len(callees) > MAX_DEFINITIONS_FOLLOWED:
+                continue  # `get`, `run`, `__init__`: a name defined everywhere is not a call edge
+            for callee in callees:
                 if callee.id != chunk.id and callee.id not in best:
                     best[callee.id] = (self.unit(callee), symbol, callee)
         return sorted(best.values(), key=lambda edge: (edge[0], edge[2].id))
@@ -414,10 +423,12 @@ class _Engine:
         if start.id == goal.id:
             return []
         previous: dict[str, tuple[Chunk, str, Chunk]] = {}
-        queue: deque[Chunk] = deque([start])
+        queue: deque[tuple[Chunk, int]] = deque([(start, 0)])
         seen = {start.id}
-        while queue:
-            chunk = queue.popleft()
+        while queue and len(seen) < MAX_CHUNKS_VISITED:
+            chunk, depth = queue.popleft()
+            if depth >= MAX_HOPS:
+                continue
             for _, symbol, callee in self.edges(chunk):
                 if callee.id in seen:
                     continue
@@ -428,7 +439,7 @@ class _Engine:
                     while hops[-1][0].id != start.id:
                         hops.append(previous[hops[-1][0].id])
                     return hops[::-1]
-                queue.append(callee)
+                queue.append((callee, depth + 1))
         return None
 
     def call_site(self, caller: Chunk, symbol: str) -> str:
