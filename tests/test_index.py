@@ -184,6 +184,17 @@ def test_units_are_stable_and_never_reused(index: Index, repo: Path) -> None:
     assert index.unit(len(numbers) + 99) is None
 
 
+def test_an_index_without_units_gets_them_on_the_next_update(index: Index, repo: Path) -> None:
+    """An index written before unit numbers existed is numbered by its next (even no-op) update."""
+    index.update([repo])
+    chunk_count = index.store.hlen(keys.CHUNKS)
+    index.store.delete(keys.UNITS, keys.UNIT_CHUNKS, keys.UNIT_NEXT)
+    assert index.update([repo]).parsed == []
+    numbers = sorted(int(n) for n in index.store.hkeys(keys.UNIT_CHUNKS))
+    assert numbers == list(range(1, chunk_count + 1))
+    assert index.unit_of("app/service.py::validate_amount") is not None
+
+
 def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
     """S1: mtime changed, content did not -> hashed, not parsed."""
     index.update([repo])

@@ -290,6 +290,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         report.symbols = len(tally.symbols)
         self._flush(pending)
         self._record_skipped(tally.skipped, report)
+        self._backfill_units()
         self._write_tree(stored, tally.new_fast, gone, report)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
@@ -381,6 +382,22 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                 pending.units[chunk_id] = str(self.next_unit)
                 self.next_unit += 1
         pending.next_unit = self.next_unit
+
+    def _backfill_units(self) -> None:
+        """Number chunks an older index left without a unit (cheap check: two hash lengths)."""
+        if self.store.hlen(keys.UNITS) >= self.store.hlen(keys.CHUNKS):
+            return
+        numbered = set(self.store.hkeys(keys.UNITS))
+        missing = sorted(c for c in self.store.hkeys(keys.CHUNKS) if c not in numbered)
+        pending = _Pending()
+        pending.chunks = dict.fromkeys(missing, "")
+        self._number_units(pending)
+        with self.store.batch() as batch:
+            if pending.units:
+                batch.hset(keys.UNITS, pending.units)
+                batch.hset(keys.UNIT_CHUNKS, {n: chunk_id for chunk_id, n in pending.units.items()})
+            if pending.next_unit is not None:
+                batch.set(keys.UNIT_NEXT, str(pending.next_unit))
 
     def _record_skipped(self, skipped: list[Skipped], report: UpdateReport) -> None:
         """Remember what was passed over and why (files once indexed were removed as gone)."""

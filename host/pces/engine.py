@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk, ChunkKind, chunk_id
 from pagedctx.host.code.chunker import Tag, tags
 from pagedctx.host.ingest.index import Index
@@ -247,6 +248,11 @@ class _Engine:
 
     def chunk_view(self, view: str, chunk: Chunk) -> _Result:
         number = self.unit(chunk)
+        if number < 0:
+            raise UsageError(
+                f"chunk {chunk.id} has no unit number: the index predates them; "
+                "run `pagedctx index ROOT` once (or `pagedctx pcr --repo ROOT`) to number its chunks"
+            )
         source = unit_id(number)
         if view == "exist":
             return _Result(source, exist_content("yes", _span_text(chunk)), (("exist", source),))
