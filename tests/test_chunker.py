@@ -232,11 +232,11 @@ def test_language_for_path(path: str, language: str | None) -> None:
 
 def test_registry() -> None:
     assert language_names() == (
-        "asm", "c", "cpp", "go", "java", "javascript", "python", "rust", "tsx", "typescript",
+        "asm", "c", "cpp", "go", "java", "javascript", "ld", "python", "rust", "tsx", "typescript",
     )  # fmt: skip
     assert supported_suffixes() == (
         ".S", ".asm", ".c", ".cc", ".cjs", ".cpp", ".cts", ".cxx", ".go", ".h", ".hh", ".hpp", ".hxx",
-        ".java", ".js", ".jsx", ".mjs", ".mts", ".py", ".pyi", ".rs", ".s", ".ts", ".tsx",
+        ".java", ".js", ".jsx", ".ld", ".lds", ".mjs", ".mts", ".py", ".pyi", ".rs", ".s", ".ts", ".tsx",
     )  # fmt: skip
     assert compiled("go") is compiled("go")  # built once per process
 
@@ -245,7 +245,7 @@ def test_unknown_language_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match=r"supported suffixes are \.S .* \.tsx; pass language="):
         chunk_file("Main.kt", b"fun main() {}")
     with pytest.raises(
-        UsageError, match="known languages are asm, c, cpp, go, java, javascript, python, rust"
+        UsageError, match="known languages are asm, c, cpp, go, java, javascript, ld, python, rust"
     ):
         chunk_file("x.txt", b"", language="cobol")
     assert chunk_file("script", b"x = 1\n", language="python").chunks[0].id == "script::x"
@@ -760,3 +760,57 @@ def test_assembly_token_soup_never_raises(tokens: list[str], suffix: str) -> Non
     check_invariants(parsed, data)
     parsed.model_dump_json()
     tags(f"soup{suffix}", data)
+
+
+LINKER_SCRIPT = b"""\
+/* memory map */
+MEMORY
+{
+  FLASH (rx)  : ORIGIN = 0x08000000, LENGTH = 512K
+  RAM (rwx)   : ORIGIN = 0x20000000, LENGTH = 64K
+}
+
+SECTIONS
+{
+  .text : {
+    *(.text*)
+    PROVIDE(_etext = .);
+  } > FLASH
+
+  .stack (NOLOAD) : {
+    . = ALIGN(8);
+    __stack_bottom = .;
+    . = . + 0x8000;
+    __stack_top = .;
+  } > RAM
+}
+ENTRY(_start)
+"""
+
+
+def test_linker_script_sections_symbols_and_regions() -> None:
+    """C3 layout evidence: output sections, symbol assignments and memory regions of a .ld script."""
+    parsed = chunk_file("boot/link.ld", LINKER_SCRIPT)
+    assert [(c.id, str(c.kind), c.parent, c.start_line, c.end_line) for c in parsed.chunks] == [
+        ("boot/link.ld::FLASH", "constant", None, 4, 4),
+        ("boot/link.ld::RAM", "constant", None, 5, 5),
+        ("boot/link.ld::.text", "label", None, 10, 13),
+        ("boot/link.ld::.text._etext", "constant", ".text", 12, 12),
+        ("boot/link.ld::.stack", "label", None, 15, 20),
+        ("boot/link.ld::.stack.__stack_bottom", "constant", ".stack", 17, 17),
+        ("boot/link.ld::.stack.__stack_top", "constant", ".stack", 19, 19),
+    ]
+    stack = parsed.chunks[4]
+    assert stack.skeleton == ".stack (NOLOAD) : { ... }"
+    assert stack.body.endswith("} > RAM")
+    assert stack.symbols_referenced == ("ALIGN", "NOLOAD", "RAM", "__stack_bottom", "__stack_top")
+    assert parsed.chunks[6].symbols_defined == ("__stack_top", ".stack.__stack_top")
+    for chunk in parsed.chunks:
+        assert LINKER_SCRIPT[chunk.start_byte : chunk.end_byte].decode() == chunk.body
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=400))
+def test_linker_scripts_never_raise(data: bytes) -> None:
+    parsed = chunk_file("x.ld", LINKER_SCRIPT[: len(data) % len(LINKER_SCRIPT)] + data)
+    assert all(c.end_byte >= c.start_byte for c in parsed.chunks)

@@ -487,3 +487,22 @@ def test_golden_every_view_per_language(tmp_path: Path) -> None:
             assert evidence[number - 1].content.get("same_as") == f"evidence {numbers[0]}"
     chains = [e for e in evidence if e.view == "callchain" and "nope" not in e.ref.raw.lower()]
     assert all(e.content.keys() == ("path",) for e in chains)
+
+
+def test_layout_refs_answer_from_a_linker_script(tmp_path: Path) -> None:
+    """C3: a layout ref (`.stack`) answers from the linker script's section: key: value pairs only."""
+    root = tmp_path / "repo"
+    (root / "boot").mkdir(parents=True)
+    (root / "boot" / "link.ld").write_text(
+        "SECTIONS\n{\n  .stack (NOLOAD) : {\n    __stack_bottom = .;\n    . = . + 0x8000;\n"
+        "    __stack_top = .;\n  } > RAM\n}\n",
+        encoding="utf-8",
+    )
+    index = Index.open(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
+    index.update([root])
+    text = answer_text(index, "<pcr>\n<need>\nref: .stack\nview: summary\n</need>\n</pcr>\n")
+    assert text == (
+        "<pcir>\n<evidence>\nref: .stack\nview: summary\nsource: layout\ncontent:\n"
+        "  section: .stack\n  script: boot/link.ld:3-7\n  region: RAM\n  size: 0x8000\n"
+        "  __stack_bottom: .\n  __stack_top: .\n</content>\n</evidence>\n</pcir>\n"
+    )

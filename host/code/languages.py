@@ -26,7 +26,7 @@ from typing import Literal, Protocol
 import tree_sitter as ts
 
 from pagedctx.errors import UsageError
-from pagedctx.host.code import assembly
+from pagedctx.host.code import assembly, linker
 from pagedctx.host.code.chunk import ChunkKind, ParsedFile
 
 __all__ = [
@@ -676,6 +676,12 @@ _SPECS: dict[str, LanguageSpec] = {
             suffixes=(".s", ".S", ".asm"),
             grammar_module="",
             line_chunker=assembly,
+        ),
+        LanguageSpec(
+            name="ld",
+            suffixes=(".ld", ".lds"),
+            grammar_module="",
+            line_chunker=linker,
         ),
     )
 }

@@ -113,6 +113,9 @@ _SECTION = re.compile(r"; section (.+?)(?:, (?:global|weak))?")
 _ASM_LABEL = re.compile(r"\s*([A-Za-z_.$][\w.$@]*|[0-9]+)\s*:(?!:)\s*(.*)")
 _ASM_COMMENT = ("//", ";", "/*", "*", "# ", "@ ")
 _NO = exist_content("no")
+_LD = "ld"
+_LD_REGION = re.compile(r">\s*([A-Za-z_]\w*)")
+_LD_SIZE = re.compile(r"\.\s*(?:=\s*\.\s*\+|\+=)\s*([^;]+);")
 
 Key = tuple[str, ...]
 Span = tuple[str, int, int]  # path, start byte, end byte
@@ -164,6 +167,7 @@ class _Engine:
         self._files: dict[str, list[Chunk]] = {}
         self._tags: dict[str, tuple[Tag, ...] | None] = {}
         self._asm: list[Chunk] | None = None
+        self._scripts: list[Chunk] | None = None
         self._base: str | None = None
         self.given_keys: dict[Key, int] = {}
         self.given_spans: list[tuple[Span, int]] = []
@@ -212,6 +216,36 @@ class _Engine:
             ]
             return self.sorted_units(found) or f"no definition of {ref.name} in the index"
         return f"{ref.raw} names no single definition"
+
+    def script_chunks(self) -> list[Chunk]:
+        """Chunks of the indexed linker scripts (sections, symbols, memory regions)."""
+        if self._scripts is None:
+            found: list[Chunk] = []
+            for path in self.index.paths():
+                meta = self.index.file(path)
+                if meta is not None and meta.language == _LD:
+                    found.extend(self.file_chunks(path))
+            self._scripts = found
+        return self._scripts
+
+    def script_summary(self, section: Chunk) -> dict[str, SummaryValue]:
+        """key: value pairs of a linker-script section: where, region, size, the symbols it sets."""
+        pairs: dict[str, SummaryValue] = {"script": _span_text(section)}
+        region = _LD_REGION.search(section.body.rsplit("}", 1)[-1])
+        if region is not None:
+            pairs["region"] = region.group(1)
+        size = _LD_SIZE.search(section.body)
+        if size is not None:
+            pairs["size"] = size.group(1).strip()
+        for child in self.script_chunks():
+            if (
+                child.parent == section.name
+                and child.path == section.path
+                and child.kind is ChunkKind.CONSTANT
+            ):
+                value = child.body.split("=", 1)[1].rstrip(";").rstrip(")").strip()
+                pairs[child.name] = value
+        return pairs
 
     def asm_chunks(self) -> list[Chunk]:
         if self._asm is None:
@@ -357,20 +391,26 @@ class _Engine:
             (c for c in self.asm_chunks() if _section(c) == ref.name),
             key=lambda c: (c.path, c.start_byte, c.id),
         )
-        if not chunks:
-            reason = f"no assembly label in section {ref.name} (the index holds no linker scripts)"
+        scripts = [c for c in self.script_chunks() if c.kind is ChunkKind.LABEL and c.name == ref.name]
+        if not chunks and not scripts:
+            reason = f"no linker-script section or assembly label in section {ref.name}"
             return _unknown(_NO if view == "exist" else missing_content(reason))
         key = ("layout", view, ref.name)
         if view == "exist":
-            return _Result("layout", exist_content("yes", ", ".join(_span_text(c) for c in chunks)), (key,))
+            where = ", ".join(_span_text(c) for c in [*scripts, *chunks])
+            return _Result("layout", exist_content("yes", where), (key,))
         if view == "api":
-            return _Result("layout", api_content(c.skeleton for c in chunks), (key,))
-        if view == "asm":
+            return _Result("layout", api_content(c.skeleton for c in [*scripts, *chunks]), (key,))
+        if view == "asm" and chunks:
             labels, flow = _asm_many(chunks)
             return _Result("layout", asm_content(labels, flow), (key,))
         if view == "summary":
-            units = {unit_id(self.unit(c)): f"{c.name} @ {_span_text(c)}" for c in chunks}
-            pairs: dict[str, SummaryValue] = {"section": ref.name, "labels": str(len(chunks)), "units": units}
+            pairs: dict[str, SummaryValue] = {"section": ref.name}
+            for script in scripts:
+                pairs.update(self.script_summary(script))
+            if chunks:
+                pairs["labels"] = str(len(chunks))
+                pairs["units"] = {unit_id(self.unit(c)): f"{c.name} @ {_span_text(c)}" for c in chunks}
             return _Result("layout", summary_content(pairs), (key,))
         reason = f"{ref.name} is a section: ask for its exist, api, asm or summary, or name one of its labels"
         return _Result("layout", missing_content(reason), (key,))
