@@ -74,7 +74,7 @@ class _Pending:
     next_unit: int | None = None
     files: int = 0
 
-    def apply(self, batch: Batch) -> None:
+    def apply_units(self, batch: Batch) -> None:
         if self.dead_units:
             batch.hdel(keys.UNITS, *sorted(self.dead_units))
             batch.hdel(keys.UNIT_CHUNKS, *sorted(self.dead_units.values()))
@@ -83,6 +83,9 @@ class _Pending:
             batch.hset(keys.UNIT_CHUNKS, {n: chunk_id for chunk_id, n in self.units.items()})
         if self.next_unit is not None:
             batch.set(keys.UNIT_NEXT, str(self.next_unit))
+
+    def apply(self, batch: Batch) -> None:
+        self.apply_units(batch)
         if self.dead_chunks:
             batch.hdel(keys.CHUNKS, *sorted(self.dead_chunks))
         if self.dead_handles:
@@ -201,6 +204,8 @@ class Index:
     def status(self) -> IndexStatus:
         """What the store holds now."""
         meta = self._meta()
+        # Counted from the file records, not the index meta's totals: after an update was killed
+        # midway the records are the truth and the totals are stale.
         languages: dict[str, LanguageStats] = {}
         for raw in self.store.hgetall(FILES).values():
             record = FileMeta.model_validate_json(raw)
@@ -363,7 +368,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         pending.dead_files.update(rels)
         pending.dead_handles.update(BlockTree.file_handle(rel) for rel in rels)
 
-    def _number_units(self, pending: _Pending) -> None:
+    def _number_units(self, pending: _Pending, fresh: list[str] | None = None) -> None:
         """Stable unit numbers (PCES `u<ID>`): a chunk keeps its number while it exists; numbers of
         removed chunks are never handed out again, so a unit always names one chunk."""
         dead = sorted(pending.dead_chunks)
@@ -371,7 +376,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             pending.dead_units = {
                 c: n for c, n in zip(dead, self.store.hmget(keys.UNITS, dead), strict=True) if n is not None
             }
-        fresh = list(pending.chunks)
+        fresh = list(pending.chunks) if fresh is None else fresh
         if not fresh:
             return
         known = self.store.hmget(keys.UNITS, fresh)
@@ -390,14 +395,9 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         numbered = set(self.store.hkeys(keys.UNITS))
         missing = sorted(c for c in self.store.hkeys(keys.CHUNKS) if c not in numbered)
         pending = _Pending()
-        pending.chunks = dict.fromkeys(missing, "")
-        self._number_units(pending)
+        self._number_units(pending, missing)
         with self.store.batch() as batch:
-            if pending.units:
-                batch.hset(keys.UNITS, pending.units)
-                batch.hset(keys.UNIT_CHUNKS, {n: chunk_id for chunk_id, n in pending.units.items()})
-            if pending.next_unit is not None:
-                batch.set(keys.UNIT_NEXT, str(pending.next_unit))
+            pending.apply_units(batch)
 
     def _record_skipped(self, skipped: list[Skipped], report: UpdateReport) -> None:
         """Remember what was passed over and why (files once indexed were removed as gone)."""
