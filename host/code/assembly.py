@@ -599,6 +599,7 @@ class _Parsed:
                 kind=region.kind,
                 name=name,
                 qualname=name,
+                section=region.section,
                 skeleton=self._skeleton(region, contents.instructions, contents.data),
                 body=self.data[start:end].decode("utf-8", "replace"),
                 start_byte=start,

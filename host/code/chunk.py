@@ -54,6 +54,9 @@ class Chunk(BaseModel):
     name: str
     qualname: str = Field(description="dotted qualified name: Class.method, Receiver.Method, outer.inner")
     parent: str | None = Field(default=None, description="qualname of the enclosing chunk, if any")
+    section: str | None = Field(
+        default=None, description="the layout section an assembly label sits in (`.text`, `.bss`), if any"
+    )
     skeleton: str = Field(description="signature + doc comment, no body")
     body: str = Field(description="the exact source text of the definition")
     start_byte: int = Field(ge=0)

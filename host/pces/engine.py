@@ -109,7 +109,6 @@ _CONTAINERS = frozenset(
     }
 )
 _ASM = "asm"
-_SECTION = re.compile(r"; section (.+?)(?:, (?:global|weak))?")
 _ASM_LABEL = re.compile(r"\s*([A-Za-z_.$][\w.$@]*|[0-9]+)\s*:(?!:)\s*(.*)")
 _ASM_COMMENT = ("//", ";", "/*", "*", "# ", "@ ")
 _NO = exist_content("no")
@@ -150,11 +149,8 @@ def _norm(path: str) -> str:
 
 
 def _section(chunk: Chunk) -> str | None:
-    """`; section .text, global` (the skeleton's first line of an assembly label) -> `.text`."""
-    if chunk.language != _ASM:
-        return None
-    match = _SECTION.fullmatch(chunk.skeleton.split("\n", 1)[0])
-    return match.group(1) if match else None
+    """The layout section of an assembly label (`.text`), None for other chunks."""
+    return chunk.section if chunk.language == _ASM else None
 
 
 class _Engine:
