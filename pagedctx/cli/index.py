@@ -11,6 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from pagedctx.host.ingest.index import Index
     from pagedctx.host.ingest.model import IndexStatus, UpdateReport
 
 
@@ -54,12 +55,9 @@ def index(
         _print_report(report)
 
 
-def _run_update(idx: object, roots: list[str], max_file_size: int, *, show_progress: bool) -> UpdateReport:
+def _run_update(idx: Index, roots: list[str], max_file_size: int, *, show_progress: bool) -> UpdateReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pagedctx.host.ingest.index import Index
-
-    assert isinstance(idx, Index)
     if not show_progress:
         return idx.update(roots, max_file_bytes=max_file_size)
     with Progress(
