@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -230,6 +231,10 @@ class Index:
             for path, raw in sorted(self.store.hgetall(SKIPPED).items())
         ]
 
+    def meta(self) -> IndexMeta:
+        """The index's own record: base, roots, tree handles, totals, generation."""
+        return self._meta()
+
     def _meta(self) -> IndexMeta:
         raw = self.store.get(keys.INDEX_META)
         return IndexMeta.model_validate_json(raw) if raw else IndexMeta()
@@ -434,6 +439,9 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             }
         )
         added = any(rel not in stored for rel in new_fast)
+        if report.parsed or gone or all_roots != self.meta.roots:
+            meta.generation = self.meta.generation + 1  # derived caches (selection catalog) key on it
+        meta.instance = self.meta.instance or uuid.uuid4().hex
         writes: dict[str, str] = {}
         dead: list[str] = []
         if added or gone or all_roots != self.meta.roots or not self.meta.root_handles:

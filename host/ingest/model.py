@@ -77,6 +77,8 @@ class IndexMeta(BaseModel):
     tree_handles: list[str] = Field(default_factory=list)
     languages: dict[str, LanguageStats] = Field(default_factory=dict, description="totals, kept by deltas")
     last_update: str | None = None
+    generation: int = Field(default=0, ge=0, description="bumped by every update that changed the chunks")
+    instance: str = Field(default="", description="random id of this index, set by its first update")
 
 
 class SkippedFile(BaseModel):

@@ -46,6 +46,7 @@ def index(
         if not roots:
             raise typer.BadParameter("name at least one ROOT, or pass --status")
         report = _run_update(idx, [str(r) for r in roots], max_file_size, show_progress=not as_json)
+        warmed = _warm_selection(idx)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -53,6 +54,15 @@ def index(
         typer.echo(report.model_dump_json(indent=2))
     else:
         _print_report(report)
+        _console().print(f"selection catalog: {warmed}")
+
+
+def _warm_selection(idx: Index) -> str:
+    """Build the selection catalog now, so the first `pagedctx select` does not pay for it."""
+    from pagedctx.host.select.catalog import load_catalog
+
+    _, load = load_catalog(idx)
+    return f"{load.source} in {load.seconds:.2f} s"
 
 
 def _run_update(idx: Index, roots: list[str], max_file_size: int, *, show_progress: bool) -> UpdateReport:

@@ -1,0 +1,278 @@
+"""Diamond selection (S5): the smallest context that lets a model make the change, under a budget.
+
+L0  the catalog: every chunk's skeleton, place and symbols (nothing read per chunk);
+L1  core chunks: the baseline ranking (lexical + symbol graph) offers its best candidates and the
+    policy picks the core;
+L2  one-hop diffusion: every chunk defining a symbol a core chunk references, except symbols
+    defined in more than `max_definitions` places (`get`, `run` cannot flood the context);
+L2.5 negative selection: the policy decides which dependencies keep their body; the rest are shown
+    as skeletons;
+fit exact token counts (the index's tokenizer) in priority order: core bodies (up to `core_share`
+    of the budget), dependencies, then skeletons of the next-ranked candidates, then bodies for the
+    best skeletons while they fit; a definition inside a body already shown is never repeated;
+promote a file whose body-selected share passes `promote_density` to a full file when it fits.
+
+Everything is deterministic: ties break on chunk ids, and the output is ordered by path and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pagedctx.errors import UsageError
+from pagedctx.host.code.chunk import Chunk
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.select.catalog import Catalog, load_catalog
+from pagedctx.host.select.model import (
+    Candidate,
+    Mode,
+    SelectedChunk,
+    SelectedFile,
+    Selection,
+    SelectOptions,
+    Why,
+)
+from pagedctx.host.select.policy import BaselineSelectionPolicy, SelectionPolicy
+from pagedctx.host.select.rank import Ranking, rank
+
+__all__ = ["select_context"]
+
+_OFFERED = 60  # candidates shown to the L1 decider (a model reads their skeletons)
+
+
+@dataclass
+class _Pick:
+    mode: Mode
+    why: Why
+    tokens: int
+
+
+def select_context(
+    index: Index,
+    intent: str,
+    budget: int,
+    *,
+    policy: SelectionPolicy | None = None,
+    options: SelectOptions | None = None,
+) -> Selection:
+    """Select the context for `intent` within `budget` tokens (see the module docstring)."""
+    if not intent.strip():
+        raise UsageError("the intent is empty: say what change the context is for")
+    if budget <= 0:
+        raise UsageError(f"the budget must be a positive number of tokens, not {budget}")
+    catalog, _ = load_catalog(index)
+    chosen = policy or BaselineSelectionPolicy()
+    return _Pipeline(index, catalog, rank(catalog, intent), chosen, options or SelectOptions()).run(
+        intent, budget
+    )
+
+
+class _Pipeline:
+    def __init__(
+        self,
+        index: Index,
+        catalog: Catalog,
+        ranking: Ranking,
+        policy: SelectionPolicy,
+        options: SelectOptions,
+    ) -> None:
+        self.index = index
+        self.catalog = catalog
+        self.ranking = ranking
+        self.policy = policy
+        self.options = options
+        self._chunks: dict[int, Chunk] = {}
+        self._candidates: dict[int, Candidate] = {}
+        self.picks: dict[int, _Pick] = {}
+        self.used = 0
+        self.budget = 0
+
+    # --- chunk access ---------------------------------------------------------------------------
+
+    def _load(self, rows: Iterable[int]) -> None:
+        missing = [r for r in rows if r not in self._chunks]
+        if not missing:
+            return
+        found = {c.id: c for c in self.index.chunks(self.catalog.ids[r] for r in missing)}
+        for row in missing:  # a chunk gone since the catalog was built is simply not offered
+            chunk = found.get(self.catalog.ids[row])
+            if chunk is not None:
+                self._chunks[row] = chunk
+
+    def candidate(self, row: int, referenced_by: int = 0) -> Candidate | None:
+        self._load([row])
+        chunk = self._chunks.get(row)
+        if chunk is None:
+            return None
+        known = self._candidates.get(row)
+        if known is None:
+            counter = self.index.counter
+            known = self._candidates[row] = Candidate(
+                id=chunk.id,
+                path=chunk.path,
+                qualname=chunk.qualname,
+                kind=chunk.kind.value,
+                skeleton=chunk.skeleton,
+                score=round(float(self.ranking.scores[row]), 6),
+                body_tokens=counter.count(chunk.body),
+                skeleton_tokens=counter.count(chunk.skeleton),
+                mentioned=row in self.ranking.mentioned,
+            )
+        return known if referenced_by == 0 else known.model_copy(update={"referenced_by": referenced_by})
+
+    # --- the pipeline ---------------------------------------------------------------------------
+
+    def run(self, intent: str, budget: int) -> Selection:
+        self.budget = budget
+        ranked = self.ranking.top(self.options.max_candidates)
+        self._load(ranked[:_OFFERED])
+        offered = [c for r in ranked[:_OFFERED] if (c := self.candidate(r)) is not None]
+        core_ids = self.policy.core(intent, offered, self.options.max_core)
+        core = [r for cid in core_ids if (r := self.catalog.row(cid)) is not None and r in self._chunks]
+        dependencies = self._diffuse(core)
+        self._load(dependencies)
+        dep_candidates = [c for r, n in dependencies.items() if (c := self.candidate(r, n)) is not None]
+        core_candidates = [c for r in core if (c := self.candidate(r)) is not None]
+        keep = self.policy.keep_bodies(intent, core_candidates, dep_candidates) if dep_candidates else set()
+        self._fit_core(core)
+        for row in dependencies:
+            mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
+            self._add(row, mode, "l2") or (mode == "body" and self._add(row, "skeleton", "l2"))
+        self._load(ranked)
+        for row in ranked:
+            self._add(row, "skeleton", "l1")
+        for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
+            if self.picks.get(row) is not None and self.picks[row].mode == "skeleton":
+                self._upgrade(row)
+        full_files = self._promote()
+        return self._selection(full_files)
+
+    def _diffuse(self, core: list[int]) -> dict[int, int]:
+        """L2: rows defining what the core references (capped), with how many core rows need each."""
+        core_set = set(core)
+        needed: dict[int, int] = {}
+        for row in core:
+            for symbol in self.catalog.referenced(row).tolist():
+                targets = self.catalog.defining(symbol)
+                if not 0 < len(targets) <= self.options.max_definitions:
+                    continue
+                for target in targets.tolist():
+                    if target not in core_set and not self._related(row, target):
+                        needed[target] = needed.get(target, 0) + 1
+        order = sorted(needed, key=lambda r: (-needed[r], -self.ranking.scores[r], r))
+        return {r: needed[r] for r in order[: self.options.max_dependencies]}
+
+    def _fit_core(self, core: list[int]) -> None:
+        cap = self.options.core_share * self.budget
+        core_body = 0
+        for position, row in enumerate(core):
+            candidate = self.candidate(row)
+            if candidate is None:
+                continue
+            fits_share = core_body + candidate.body_tokens <= cap or position == 0
+            if fits_share and self._add(row, "body", "l1"):
+                core_body += candidate.body_tokens
+            else:
+                self._add(row, "skeleton", "l1")
+
+    # --- bookkeeping ----------------------------------------------------------------------------
+
+    def _ancestors(self, row: int) -> Iterable[int]:
+        parent = int(self.catalog.parent_of[row])
+        seen = 0
+        while parent >= 0 and seen < 64:
+            yield parent
+            parent = int(self.catalog.parent_of[parent])
+            seen += 1
+
+    def _related(self, a: int, b: int) -> bool:
+        return a in self._ancestors(b) or b in self._ancestors(a)
+
+    def _descendants(self, row: int) -> list[int]:
+        rows = self.catalog.rows_in_file(int(self.catalog.path_of[row])).tolist()
+        return [r for r in rows if r != row and row in self._ancestors(r)]
+
+    def _covered(self, row: int) -> bool:
+        return any((p := self.picks.get(a)) is not None and p.mode == "body" for a in self._ancestors(row))
+
+    def _tokens(self, row: int, mode: Mode) -> int | None:
+        candidate = self.candidate(row)
+        if candidate is None:
+            return None
+        return candidate.body_tokens if mode == "body" else candidate.skeleton_tokens
+
+    def _add(self, row: int, mode: Mode, why: Why) -> bool:
+        """Pick a row in a mode if it is new, not inside a body already shown, and fits."""
+        if row in self.picks or self._covered(row):
+            return False
+        tokens = self._tokens(row, mode)
+        if tokens is None:
+            return False
+        inside = [r for r in self._descendants(row) if r in self.picks] if mode == "body" else []
+        refund = sum(self.picks[r].tokens for r in inside)
+        if self.used - refund + tokens > self.budget:
+            return False
+        for r in inside:
+            del self.picks[r]
+        self.picks[row] = _Pick(mode, why, tokens)
+        self.used += tokens - refund
+        return True
+
+    def _upgrade(self, row: int) -> None:
+        pick = self.picks[row]
+        del self.picks[row]
+        self.used -= pick.tokens
+        if not self._add(row, "body", pick.why):
+            self.picks[row] = pick
+            self.used += pick.tokens
+
+    def _promote(self) -> list[SelectedFile]:
+        """Include whole the files mostly shown in body mode, while they fit."""
+        by_file: dict[int, list[int]] = {}
+        for row in self.picks:
+            by_file.setdefault(int(self.catalog.path_of[row]), []).append(row)
+        order = sorted(by_file, key=lambda p: (-sum(self.ranking.scores[r] for r in by_file[p]), p))
+        promoted: list[SelectedFile] = []
+        for path_index in order:
+            rows = self.catalog.rows_in_file(path_index).tolist()
+            shown = sum(
+                1 for r in rows if (self.picks.get(r) and self.picks[r].mode == "body") or self._covered(r)
+            )
+            if not rows or shown / len(rows) <= self.options.promote_density:
+                continue
+            file_tokens = int(self.catalog.file_tokens[path_index])
+            current = sum(self.picks[r].tokens for r in by_file[path_index])
+            if self.used - current + file_tokens > self.budget:
+                continue
+            for r in by_file[path_index]:
+                self.picks[r] = _Pick("body", "promoted", 0)
+            self.used += file_tokens - current
+            promoted.append(SelectedFile(path=self.catalog.paths[path_index], tokens=file_tokens))
+        return sorted(promoted, key=lambda f: f.path)
+
+    def _selection(self, full_files: list[SelectedFile]) -> Selection:
+        chunks: list[SelectedChunk] = []
+        for row, pick in self.picks.items():
+            chunk = self._chunks[row]
+            chunks.append(
+                SelectedChunk(
+                    id=chunk.id,
+                    path=chunk.path,
+                    qualname=chunk.qualname,
+                    kind=chunk.kind.value,
+                    start_line=chunk.start_line,
+                    end_line=chunk.end_line,
+                    mode=pick.mode,
+                    tokens=pick.tokens,
+                    score=round(float(self.ranking.scores[row]), 4),
+                    why=pick.why,
+                )
+            )
+        chunks.sort(key=lambda c: (c.path, c.start_line, c.id))
+        total = sum(f.tokens for f in full_files) + sum(c.tokens for c in chunks)
+        if total != self.used or total > self.budget:  # pragma: no cover - an invariant, not an input
+            raise AssertionError(f"selection accounting broke: {total} tokens vs used {self.used}")
+        return Selection(
+            budget=self.budget, tokens=total, policy=self.policy.name, full_files=full_files, chunks=chunks
+        )

@@ -1,0 +1,95 @@
+"""What diamond selection takes and gives (S5): options, candidates, and the selection contract.
+
+`Selection.contract()` is the JSON form others depend on (issue 5, kept exactly):
+`{"budget", "tokens", "policy", "full_files": [{"path", "tokens"}], "chunks": [{"id", "path",
+"qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why"}]}`. Paths are
+relative to the index base, lines 1-based and inclusive. `tokens` is the exact count of what the
+selection shows: the sum of its full files and of its chunks' bodies or skeletons. A chunk whose
+file was promoted to a full file stays listed with `why: "promoted"` and `tokens: 0`: its text is
+inside the full file, counted once there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Candidate", "SelectOptions", "SelectedChunk", "SelectedFile", "Selection"]
+
+Mode = Literal["body", "skeleton"]
+Why = Literal["l1", "l2", "promoted"]
+
+
+class SelectOptions(BaseModel):
+    """Knobs of the pipeline; the defaults are what `pagedctx select` uses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_core: int = Field(default=8, ge=1, description="L1: at most this many core chunks")
+    max_candidates: int = Field(default=300, ge=1, description="L0/L1: ranked chunks considered")
+    max_dependencies: int = Field(default=40, ge=0, description="L2: at most this many pulled in")
+    max_definitions: int = Field(
+        default=4, ge=1, description="L2: a symbol defined in more places than this is not followed"
+    )
+    promote_density: float = Field(
+        default=0.5, gt=0, le=1, description="a file whose selected share passes this is included whole"
+    )
+    core_share: float = Field(
+        default=0.6, gt=0, le=1, description="share of the budget core bodies may take before the rest"
+    )
+
+
+class Candidate(BaseModel):
+    """A chunk as the L1 and L2.5 deciders see it: its skeleton, its sizes, the baseline's score."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    path: str
+    qualname: str
+    kind: str
+    skeleton: str
+    score: float
+    body_tokens: int
+    skeleton_tokens: int
+    mentioned: bool = Field(default=False, description="the intent names this definition")
+    referenced_by: int = Field(default=0, description="L2: how many core chunks reference it")
+
+
+class SelectedFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    tokens: int
+
+
+class SelectedChunk(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    path: str
+    qualname: str
+    kind: str
+    start_line: int
+    end_line: int
+    mode: Mode
+    tokens: int
+    score: float
+    why: Why
+
+
+class Selection(BaseModel):
+    """The selected context: full files and chunks, within `budget` tokens (S5 output)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    budget: int
+    tokens: int
+    policy: str
+    full_files: list[SelectedFile]
+    chunks: list[SelectedChunk]
+
+    def contract(self) -> dict[str, Any]:
+        """The JSON contract (see the module docstring)."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,86 @@
+"""`pagedctx select --repo ROOT --intent TEXT --budget N`: the code context for a change (S5, P8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from pagedctx.host.select.model import Selection
+
+EXIT_USAGE = 2
+
+
+class Format(StrEnum):
+    json = "json"
+    xml = "xml"
+    text = "text"
+
+
+def _relative_to_root(selection: Selection, base: str, root: Path | None) -> Selection:
+    """Paths relative to ROOT (the index keeps them relative to its base, the roots' common parent)."""
+    if root is None or Path(base).resolve() == root.resolve():
+        return selection
+
+    def rel(path: str) -> str:
+        return Path(os.path.relpath(Path(base) / path, root.resolve())).as_posix()
+
+    return selection.model_copy(
+        update={
+            "full_files": [f.model_copy(update={"path": rel(f.path)}) for f in selection.full_files],
+            "chunks": [c.model_copy(update={"path": rel(c.path)}) for c in selection.chunks],
+        }
+    )
+
+
+def select(
+    *,
+    intent: str = typer.Option(..., "--intent", help="The change the context is for."),
+    budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget (default: config budget)."),
+    repo: Path | None = typer.Option(None, "--repo", help="Index ROOT first (only changed files re-parse)."),
+    store: str | None = typer.Option(
+        None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
+    ),
+    output_format: Format = typer.Option(Format.json, "--format", help="json (the contract), xml or text."),
+    policy: str | None = typer.Option(None, "--policy", help="'baseline' (default: config policy)."),
+) -> None:
+    """Print the selected context: full files and chunks (body or skeleton) within the budget."""
+    from pagedctx.config import load_config
+    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.host.ingest.index import Index
+    from pagedctx.host.select import select_context
+    from pagedctx.host.select.render import selection_text, selection_xml
+
+    try:
+        config = load_config(overrides={"store": store, "budget": budget, "policy": policy})
+        if config.policy != "baseline":
+            raise UsageError(
+                f"policy {config.policy!r} needs a model backend, and none is configured here; "
+                "use --policy baseline (model backends plug in through ModelSelectionPolicy)"
+            )
+        index = Index.open(config.store_url, tokenizer=config.tokenizer)
+        if repo is not None:
+            if not repo.is_dir():
+                raise UsageError(f"--repo {repo} is not a directory")
+            index.update([str(repo)])
+        if not index.meta().base:
+            raise UsageError("the store holds no index yet: pass --repo ROOT, or run `pagedctx index ROOT`")
+        selection = select_context(index, intent, config.budget)
+        if output_format is Format.text:
+            output = selection_text(index, selection)
+        elif output_format is Format.xml:
+            output = selection_xml(index, selection, intent=intent)
+        else:
+            shown = _relative_to_root(selection, index.meta().base or ".", repo)
+            output = json.dumps(shown.contract(), indent=2, ensure_ascii=False) + "\n"
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    sys.stdout.write(output)
+    sys.stdout.flush()

@@ -1,0 +1,427 @@
+"""Diamond selection (S5) and its baseline ranking, on a small real repository indexed by tree-sitter."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedctx.errors import EnvelopeViolation, UsageError
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.select import SelectOptions, select_context
+from pagedctx.host.select.catalog import _MEMO, build_catalog, catalog_dir, load_catalog
+from pagedctx.host.select.model import Candidate, Selection
+from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
+from pagedctx.host.select.terms import split_identifier, terms
+from pagedctx.host.store.url import open_store
+
+FILES: dict[str, str] = {
+    "app/config.py": '''
+        """Settings of the app server."""
+        from dataclasses import dataclass
+
+
+        @dataclass
+        class Settings:
+            """Where and how the server listens."""
+
+            host: str
+            port: int
+            timeout: float
+
+
+        class ConfigError(Exception):
+            """A settings file that cannot be read."""
+
+
+        def parse_port(text: str) -> int:
+            """Parse a TCP port number; refuse anything outside 1..65535."""
+            value = int(text)
+            if not 1 <= value <= 65535:
+                raise ConfigError(f"port {value} out of range")
+            return value
+
+
+        def load_settings(path: str) -> Settings:
+            """Read the settings file at `path` (key=value lines)."""
+            pairs = dict(line.split("=", 1) for line in open(path).read().splitlines() if line)
+            return Settings(host=pairs["host"], port=parse_port(pairs["port"]), timeout=get(pairs))
+    ''',
+    "app/server.py": '''
+        """The HTTP server loop."""
+        from app.config import Settings, load_settings
+
+
+        def start_server(settings: Settings) -> None:
+            """Bind the socket and serve requests until stopped."""
+            sock = bind_socket(settings.host, settings.port)
+            serve_forever(sock, settings.timeout)
+
+
+        def bind_socket(host: str, port: int) -> object:
+            """Open a listening TCP socket."""
+            import socket
+
+            return socket.create_server((host, port))
+
+
+        def serve_forever(sock: object, timeout: float) -> None:
+            """Accept connections one by one."""
+            while True:
+                handle_connection(sock, timeout)
+
+
+        def handle_connection(sock: object, timeout: float) -> None:
+            """Read one request and answer it."""
+            return None
+
+
+        def main() -> None:
+            start_server(load_settings("app.conf"))
+    ''',
+    "app/tiny.py": '''
+        def shout(text: str) -> str:
+            """Upper-case a greeting."""
+            return text.upper() + "!"
+
+
+        def whisper(text: str) -> str:
+            """Lower-case a greeting."""
+            return text.lower() + "..."
+    ''',
+    "router/router.go": """
+        package router
+
+        // Handler answers one request.
+        type Handler interface {
+            ServeRequest(path string) string
+        }
+
+        // Router dispatches requests to mounted handlers by path prefix.
+        type Router struct {
+            routes map[string]Handler
+        }
+
+        // Mount attaches a handler under a path prefix.
+        func (r *Router) Mount(prefix string, h Handler) {
+            r.routes[prefix] = h
+        }
+
+        // Dispatch finds the handler for a path.
+        func (r *Router) Dispatch(path string) string {
+            for prefix, h := range r.routes {
+                if len(path) >= len(prefix) && path[:len(prefix)] == prefix {
+                    return h.ServeRequest(path)
+                }
+            }
+            return "404"
+        }
+    """,
+}
+# `get` is defined in five places: L2 must not pull all of them in (S5 cap).
+FILES.update(
+    {
+        f"app/util_{n}.py": f'''
+        def get(mapping: dict) -> float:
+            """Variant {n} of a lookup."""
+            return float(mapping.get("timeout{n}", 1))
+    '''
+        for n in "abcde"
+    }
+)
+
+
+def write_repo(root: Path, files: dict[str, str] = FILES) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return write_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def index(repo: Path, tmp_path: Path) -> Index:
+    idx = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
+    idx.update([repo])
+    return idx
+
+
+def by_id(selection: Selection) -> dict[str, Any]:
+    return {c.id: c for c in selection.chunks}
+
+
+# --- terms -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "parts"),
+    [
+        ("parseHTTPOptions_v2", ["parse", "http", "options", "v", "2"]),
+        ("parse_options", ["parse", "options"]),
+        ("ParseOptions", ["parse", "options"]),
+        ("XMLHttpRequest", ["xml", "http", "request"]),
+        ("$el", ["el"]),
+    ],
+)
+def test_identifiers_split_on_camel_snake_and_digits(word: str, parts: list[str]) -> None:
+    """S5 baseline: identifiers split the way people write them."""
+    assert split_identifier(word) == parts
+
+
+def test_terms_keep_the_whole_identifier_and_drop_stopwords() -> None:
+    """S5 baseline: `parse_options` yields its parts and its whole form; stopwords go."""
+    assert terms("the parse_options of it") == ["pars", "option", "parseoptions"]
+    assert terms("values value") == ["valu", "valu"]
+    assert terms("parses parsing parsed") == ["pars", "pars", "pars"]
+
+
+# --- catalog -------------------------------------------------------------------------------------------
+
+
+def test_catalog_holds_every_chunk_and_the_symbol_graph(index: Index) -> None:
+    """S5 L0: the catalog has every chunk, who references what, and who defines what."""
+    catalog = build_catalog(index)
+    assert len(catalog) == index.status().chunks
+    row = catalog.row("app/config.py::load_settings")
+    assert row is not None
+    referenced = {catalog.symbols[s] for s in catalog.referenced(row).tolist()}
+    assert {"parse_port", "Settings", "get"} <= referenced
+    port = catalog.symbol("parse_port")
+    assert port is not None
+    assert [catalog.ids[r] for r in catalog.defining(port).tolist()] == ["app/config.py::parse_port"]
+    assert row in catalog.users_of(port).tolist()
+    mount = catalog.row("router/router.go::Router.Mount")
+    assert mount is not None and int(catalog.parent_of[mount]) == -1, "a Go method is not inside its struct"
+    assert "Router" in {catalog.symbols[s] for s in catalog.referenced(mount).tolist()}
+
+
+def test_catalog_is_cached_per_generation_and_rebuilt_after_a_change(index: Index, repo: Path) -> None:
+    """S5 L0: built once per index generation, read from disk after, rebuilt when chunks change."""
+    _MEMO.clear()
+    first, load = load_catalog(index)
+    assert load.source == "built"
+    assert load_catalog(index)[1].source == "memory"
+    _MEMO.clear()
+    again, load = load_catalog(index)
+    assert load.source == "disk" and again.ids == first.ids
+    (repo / "app" / "extra.py").write_text("def brand_new_helper():\n    return 1\n")
+    index.update([repo])
+    fresh, load = load_catalog(index)
+    assert load.source == "built" and "app/extra.py::brand_new_helper" in fresh.ids
+    folders = [p.name for p in catalog_dir(index.store.url).iterdir()]
+    assert len(folders) == 1, "older generations are removed"
+
+
+def test_a_corrupt_cache_is_rebuilt_not_trusted(index: Index) -> None:
+    """Bad input never corrupts state: a damaged cache file is rebuilt."""
+    _MEMO.clear()
+    load_catalog(index)
+    _MEMO.clear()
+    folder = next(catalog_dir(index.store.url).iterdir())
+    (folder / "strings.json").write_text("{not json")
+    catalog, load = load_catalog(index)
+    assert load.source == "built" and len(catalog) == index.status().chunks
+
+
+# --- the pipeline --------------------------------------------------------------------------------------
+
+
+def test_core_chunks_come_first_with_their_bodies(index: Index) -> None:
+    """S5 L1: the chunk the intent is about is core and shown with its body."""
+    selection = select_context(index, "refuse a port number outside the valid range in parse_port", 2000)
+    chunks = by_id(selection)
+    port = chunks["app/config.py::parse_port"]
+    assert port.why in {"l1", "promoted"} and port.mode == "body"
+    assert selection.policy == "baseline"
+
+
+def test_diffusion_pulls_one_hop_definitions_but_not_ambiguous_names(index: Index) -> None:
+    """S5 L2: what the core references is pulled in; `get` (5 definitions) is not followed."""
+    options = SelectOptions(promote_density=1.0)
+    selection = select_context(index, "load_settings reads the settings file", 600, options=options)
+    chunks = by_id(selection)
+    assert "app/config.py::load_settings" in chunks
+    assert chunks["app/config.py::parse_port"].why in {"l1", "l2"}
+    assert not any(cid.endswith("::get") and c.why == "l2" for cid, c in chunks.items())
+
+
+def test_negative_selection_keeps_types_whole_and_skeletons_functions() -> None:
+    """S5 L2.5 baseline: types keep bodies; a long function only called gets its skeleton."""
+    policy = BaselineSelectionPolicy()
+
+    def cand(cid: str, kind: str, body: int, skeleton: int = 20, score: float = 0.1) -> Candidate:
+        return Candidate(
+            id=cid, path="a.go", qualname=cid, kind=kind, skeleton="s", score=score,
+            body_tokens=body, skeleton_tokens=skeleton,
+        )  # fmt: skip
+
+    core = [cand("core", "function", 300, score=2.0)]
+    deps = [
+        cand("Shape", "struct", 400),
+        cand("Handler", "interface", 500),
+        cand("big_helper", "function", 400),
+        cand("tiny_helper", "function", 25),
+        cand("named_helper", "function", 400, score=1.5),
+    ]
+    assert policy.keep_bodies("x", core, deps) == {"Shape", "Handler", "tiny_helper", "named_helper"}
+
+
+def test_a_mostly_selected_file_is_promoted_whole(index: Index) -> None:
+    """S5 auto-promotion: past 50% of a file's chunks in body mode, the whole file is included."""
+    selection = select_context(index, "shout and whisper a greeting: upper-case and lower-case text", 2000)
+    assert "app/tiny.py" in [f.path for f in selection.full_files]
+    inside = [c for c in selection.chunks if c.path == "app/tiny.py"]
+    assert inside and all(c.why == "promoted" and c.tokens == 0 for c in inside)
+    assert selection.tokens == sum(f.tokens for f in selection.full_files) + sum(
+        c.tokens for c in selection.chunks
+    )
+
+
+def test_promotion_can_be_switched_off(index: Index) -> None:
+    """S5 auto-promotion: the threshold is an option (1.0: never)."""
+    selection = select_context(
+        index, "shout and whisper a greeting", 2000, options=SelectOptions(promote_density=1.0)
+    )
+    assert selection.full_files == []
+
+
+def test_a_method_inside_a_selected_body_is_not_repeated(index: Index) -> None:
+    """S5 fit: a definition inside a body already shown is never shown again."""
+    selection = select_context(index, "Router Mount Dispatch routes Handler", 4000)
+    chunks = by_id(selection)
+    router = chunks.get("router/router.go::Router")
+    if router is not None and router.mode == "body" and router.why != "promoted":
+        assert "router/router.go::Router.Mount" not in chunks
+    for chunk in selection.chunks:
+        if chunk.mode == "body" and chunk.why != "promoted":
+            nested = [
+                c for c in selection.chunks
+                if c is not chunk and c.path == chunk.path and c.why != "promoted"
+                and chunk.start_line <= c.start_line and c.end_line <= chunk.end_line
+            ]  # fmt: skip
+            assert nested == [], f"{chunk.id} repeats {[c.id for c in nested]}"
+
+
+def test_the_budget_is_exact_and_tiny_budgets_give_small_selections(index: Index) -> None:
+    """S5 fit: exact token counts; a budget too small for anything selects nothing."""
+    counter = index.counter
+    for budget in (1, 5, 40, 150):
+        selection = select_context(index, "bind the server socket", budget)
+        assert selection.tokens <= budget
+        for chunk in selection.chunks:
+            if chunk.why == "promoted":
+                continue
+            stored = index.chunk(chunk.id)
+            assert stored is not None
+            text = stored.body if chunk.mode == "body" else stored.skeleton
+            assert chunk.tokens == counter.count(text)
+
+
+def test_output_order_is_by_path_and_line(index: Index) -> None:
+    """S5: stable order: path, then first line."""
+    selection = select_context(index, "server settings socket port", 3000)
+    keys = [(c.path, c.start_line, c.id) for c in selection.chunks]
+    assert keys == sorted(keys)
+    assert [f.path for f in selection.full_files] == sorted(f.path for f in selection.full_files)
+
+
+def test_bad_requests_are_usage_errors(index: Index) -> None:
+    """Bad input gets a typed error naming the problem."""
+    with pytest.raises(UsageError, match="intent is empty"):
+        select_context(index, "   ", 100)
+    with pytest.raises(UsageError, match="positive"):
+        select_context(index, "x", 0)
+
+
+def test_an_empty_index_selects_nothing(tmp_path: Path) -> None:
+    """S5: no chunks, no selection (and no crash)."""
+    idx = Index(open_store(f"sqlite:///{tmp_path / 'empty.db'}"))
+    selection = select_context(idx, "anything at all", 1000)
+    assert selection.chunks == [] and selection.full_files == [] and selection.tokens == 0
+
+
+VOCABULARY = (
+    "port settings socket server load parse router mount dispatch handler shout whisper greeting get "
+    "timeout range bind serve connection request file lookup variant zebra quantum"
+)
+WORDS = st.sampled_from(VOCABULARY.split())
+
+
+@settings(max_examples=40)
+@given(words=st.lists(WORDS, min_size=1, max_size=8), budget=st.integers(min_value=1, max_value=3000))
+def test_property_never_over_budget_and_identical_across_runs(
+    shared_index: Index, words: list[str], budget: int
+) -> None:
+    """S5 (issue 5 done-means): any intent, any budget: within budget, and the same selection twice,
+    including from a catalog read back from disk."""
+    intent = " ".join(words)
+    first = select_context(shared_index, intent, budget)
+    assert first.tokens <= budget
+    assert first.tokens == sum(f.tokens for f in first.full_files) + sum(c.tokens for c in first.chunks)
+    _MEMO.clear()
+    assert select_context(shared_index, intent, budget) == first
+
+
+@pytest.fixture(scope="module")
+def shared_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    root = tmp_path_factory.mktemp("shared")
+    write_repo(root / "repo")
+    idx = Index(open_store(f"sqlite:///{root / 'state.db'}"))
+    idx.update([root / "repo"])
+    return idx
+
+
+# --- policies --------------------------------------------------------------------------------------------
+
+
+class ScriptedRunner:
+    """A module runner answering from a script, recording what it was asked."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    def run(self, module: str, payload: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append((module, json.loads(json.dumps(payload))))
+        return self.answers[module]
+
+
+def test_a_model_policy_decides_core_and_bodies(index: Index) -> None:
+    """S5 L1/L2.5 by a model module: its picks are the core; its keep list decides bodies."""
+    runner = ScriptedRunner(
+        {
+            "router_select": {"core": ["app/server.py::start_server"], "rationale": "r"},
+            "negative_select": {"keep_body": ["app/server.py::bind_socket"], "rationale": "r"},
+        }
+    )
+    policy = ModelSelectionPolicy(runner, name="scripted")
+    selection = select_context(
+        index, "start the server", 5000, policy=policy, options=SelectOptions(promote_density=1.0)
+    )
+    chunks = by_id(selection)
+    assert selection.policy == "scripted"
+    assert chunks["app/server.py::start_server"].why == "l1"
+    assert chunks["app/server.py::bind_socket"].mode == "body"
+    assert chunks["app/server.py::bind_socket"].why == "l2"
+    assert chunks["app/server.py::serve_forever"].why == "l2"
+    modules = [m for m, _ in runner.asked]
+    assert modules == ["router_select", "negative_select"]
+    offered = {c["id"] for c in runner.asked[0][1]["candidates"]}
+    assert "app/server.py::start_server" in offered
+
+
+def test_a_model_naming_ids_it_was_not_offered_is_refused(index: Index) -> None:
+    """M3: an answer naming unknown ids is an EnvelopeViolation, never silently trusted."""
+    runner = ScriptedRunner({"router_select": {"core": ["app/nowhere.py::ghost"], "rationale": "r"}})
+    with pytest.raises(EnvelopeViolation, match="not offered"):
+        select_context(index, "start the server", 500, policy=ModelSelectionPolicy(runner))

@@ -1,0 +1,128 @@
+"""`pagedctx select` (issue 5 item 3): the JSON contract, the XML and text forms, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_select import write_repo
+from typer.testing import CliRunner
+
+from pagedctx.cli import app
+from pagedctx.protocol.parse import parse_document
+
+CHUNK_KEYS = ["id", "path", "qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why"]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return write_repo(tmp_path / "repo")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["select", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_form_is_the_exact_contract(repo: Path, tmp_path: Path) -> None:
+    """S5 output as the issue 5 JSON contract: keys, order, paths relative to ROOT, 1-based lines."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, out, err = run(
+        "--repo", str(repo), "--store", store, "--intent", "parse the port", "--budget", "500"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data) == ["budget", "tokens", "policy", "full_files", "chunks"]
+    assert data["budget"] == 500 and data["tokens"] <= 500 and data["policy"] == "baseline"
+    assert data["chunks"], "something is selected"
+    for chunk in data["chunks"]:
+        assert list(chunk) == CHUNK_KEYS
+        assert chunk["mode"] in {"body", "skeleton"} and chunk["why"] in {"l1", "l2", "promoted"}
+        assert (repo / chunk["path"]).is_file()
+        lines = (repo / chunk["path"]).read_text().splitlines()
+        assert 1 <= chunk["start_line"] <= chunk["end_line"] <= len(lines)
+    for full in data["full_files"]:
+        assert list(full) == ["path", "tokens"] and (repo / full["path"]).is_file()
+    port = next(c for c in data["chunks"] if c["qualname"] == "parse_port")
+    lines = (repo / port["path"]).read_text().splitlines()
+    assert lines[port["start_line"] - 1].startswith("def parse_port")
+    again = run("--store", store, "--intent", "parse the port", "--budget", "500")
+    assert json.loads(again[1]) == data, "same selection without re-indexing"
+
+
+def test_paths_are_relative_to_root_when_the_store_holds_more(repo: Path, tmp_path: Path) -> None:
+    """Issue 5: paths relative to ROOT even when the index base is a parent of ROOT."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    (repo.parent / "other").mkdir()
+    (repo.parent / "other" / "x.py").write_text("def unrelated():\n    return 0\n")
+    assert (
+        CliRunner().invoke(app, ["index", str(repo), str(repo.parent / "other"), "--store", store]).exit_code
+        == 0
+    )
+    code, out, err = run("--repo", str(repo), "--store", store, "--intent", "bind socket", "--budget", "300")
+    assert code == 0, err
+    paths = [c["path"] for c in json.loads(out)["chunks"]]
+    assert "app/server.py" in paths
+
+
+def test_xml_form_is_a_valid_paged_context(repo: Path, tmp_path: Path) -> None:
+    """S5 + P1/P17: chunks as Original pages, files and directories as Consolidated pages."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, out, err = run(
+        "--repo",
+        str(repo),
+        "--store",
+        store,
+        "--intent",
+        "Router Mount",
+        "--budget",
+        "400",
+        "--format",
+        "xml",
+    )
+    assert code == 0, err
+    doc = parse_document(out)
+    assert doc.query == "Router Mount"
+    types: dict[str, int] = {}
+
+    def walk(nodes: object) -> None:
+        for node in nodes:  # type: ignore[attr-defined]
+            types[node.type] = types.get(node.type, 0) + 1
+            walk(node.children)
+
+    walk(doc.flow)
+    assert types.get("Original", 0) >= 1 and types.get("Consolidated", 0) >= 2
+
+
+def test_text_form_carries_the_code(repo: Path, tmp_path: Path) -> None:
+    """S5: the text form is the selected code under headers."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, out, err = run(
+        "--repo",
+        str(repo),
+        "--store",
+        store,
+        "--intent",
+        "parse_port range",
+        "--budget",
+        "300",
+        "--format",
+        "text",
+    )
+    assert code == 0, err
+    assert out.startswith("# context selected by baseline")
+    assert "def parse_port(text: str) -> int:" in out
+
+
+def test_errors_are_clear_and_exit_2(repo: Path, tmp_path: Path) -> None:
+    """Bad input: named, exit 2, nothing on stdout."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, out, err = run("--store", store, "--intent", "x", "--budget", "10")
+    assert code == 2 and out == "" and "no index yet" in err
+    code, out, err = run("--repo", str(tmp_path / "nope"), "--store", store, "--intent", "x")
+    assert code == 2 and "not a directory" in err
+    code, out, err = run("--repo", str(repo), "--store", store, "--intent", "x", "--policy", "gpt")
+    assert code == 2 and "needs a model backend" in err
+    code, out, err = run("--repo", str(repo), "--store", store, "--intent", "  ")
+    assert code == 2 and "intent is empty" in err
