@@ -27,7 +27,7 @@ from pagedctx.protocol.manifest import ModuleManifest, parse_manifest
 from pagedctx.protocol.module_contract import validate_module
 
 Pairs = set[tuple[str, str]]
-SHIPPED = ["consolidator", "router", "worker"]
+SHIPPED = ["consolidator", "negative_select", "router", "router_select", "worker"]
 
 
 def pairs(violations: list[Violation]) -> Pairs:
@@ -149,7 +149,7 @@ def probe_dir(tmp_path: Path) -> Path:
 
 
 def test_shipped_modules_are_listed() -> None:
-    """M1: the package ships the worker, consolidator and router modules."""
+    """M1: the package ships the worker, consolidator, router and the S5 select modules."""
     assert list_modules() == SHIPPED
 
 
@@ -801,7 +801,7 @@ def test_cli_modules_validate_unknown_module_and_empty_root(tmp_path: Path) -> N
 def test_cli_modules_list(tmp_path: Path) -> None:
     """M6: `modules list` prints the names, one a line; a missing root exits 2."""
     result = runner.invoke(app, ["modules", "list"])
-    assert (result.exit_code, result.stdout) == (0, "consolidator\nrouter\nworker\n")
+    assert (result.exit_code, result.stdout) == (0, "".join(f"{name}\n" for name in SHIPPED))
     missing = runner.invoke(app, ["modules", "list", "--root", str(tmp_path / "nope")])
     assert missing.exit_code == 2
 

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.terms import terms
+from pagedctx.host.select.terms import terms, word_terms
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
 
@@ -47,27 +47,23 @@ _SOURCE_EXTENSIONS = frozenset(_EXTENSION_TEXT.split())
 IntArray = npt.NDArray[np.int32]
 
 
-@lru_cache(maxsize=1 << 18)
-def _identifier_terms(word: str) -> tuple[str, ...]:
-    return tuple(terms([word]))
-
-
-def path_terms(path: str) -> list[str]:
+@lru_cache(maxsize=1 << 14)
+def path_terms(path: str) -> tuple[str, ...]:
     """Terms of a path: directory names and the file stem, split like identifiers."""
     parts = [p for p in _PATH_SPLIT.split(path) if p and p.lower() not in _SOURCE_EXTENSIONS]
-    return terms(parts)
+    return tuple(terms(parts))
 
 
 def head_terms(name: str, qualname: str, path: str, skeleton: str) -> list[str]:
     """The head field of a chunk: its name twice, enclosing names, path, then signature and doc."""
-    own = list(_identifier_terms(name))
-    enclosing = [t for part in qualname.split(".")[:-1] for t in _identifier_terms(part)]
-    return own + own + enclosing + path_terms(path) + terms(skeleton)
+    own = list(word_terms(name))
+    enclosing = [t for part in qualname.split(".")[:-1] for t in word_terms(part)]
+    return own + own + enclosing + list(path_terms(path)) + terms(skeleton)
 
 
 def identifier_terms(referenced: list[str]) -> list[str]:
     """The identifiers field of a chunk: the terms of every identifier its body mentions."""
-    return [t for word in referenced for t in _identifier_terms(word)]
+    return [t for word in referenced for t in word_terms(word)]
 
 
 def _csr(rows: list[list[int]]) -> tuple[IntArray, IntArray]:

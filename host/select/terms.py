@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
-__all__ = ["STOPWORDS", "identifiers", "split_identifier", "stem", "terms"]
+__all__ = ["STOPWORDS", "identifiers", "split_identifier", "stem", "terms", "word_terms"]
 
 _WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*|[0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -52,6 +53,16 @@ def identifiers(text: str) -> Iterator[str]:
         yield match.group(0)
 
 
+@lru_cache(maxsize=1 << 18)
+def word_terms(word: str, whole: bool = True) -> tuple[str, ...]:
+    """The terms of one identifier (cached: identifiers repeat across a repository)."""
+    parts = [p for p in split_identifier(word) if p]
+    out = [stem(p) for p in parts if p not in STOPWORDS and not p.isdigit() and len(p) > 1]
+    if whole and len(parts) > 1:
+        out.append("".join(parts))
+    return tuple(out)
+
+
 def terms(text: str | Iterable[str], *, whole: bool = True) -> list[str]:
     """The retrieval terms of a text (or of a sequence of identifiers), in order, with repeats.
 
@@ -61,10 +72,5 @@ def terms(text: str | Iterable[str], *, whole: bool = True) -> list[str]:
     words = identifiers(text) if isinstance(text, str) else iter(text)
     out: list[str] = []
     for word in words:
-        parts = [p for p in split_identifier(word) if p]
-        for part in parts:
-            if part not in STOPWORDS and not part.isdigit() and len(part) > 1:
-                out.append(stem(part))
-        if whole and len(parts) > 1:
-            out.append("".join(parts))
+        out.extend(word_terms(word, whole))
     return out
