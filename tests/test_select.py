@@ -425,3 +425,37 @@ def test_a_model_naming_ids_it_was_not_offered_is_refused(index: Index) -> None:
     runner = ScriptedRunner({"router_select": {"core": ["app/nowhere.py::ghost"], "rationale": "r"}})
     with pytest.raises(EnvelopeViolation, match="not offered"):
         select_context(index, "start the server", 500, policy=ModelSelectionPolicy(runner))
+
+
+# --- explore (P16) ----------------------------------------------------------------------------------------
+
+
+def test_explore_searches_only_under_the_block_and_leaves_the_rest_physical(index: Index) -> None:
+    """P16/P17: BM25 inside the named block; pieces under the threshold stay physical."""
+    from pagedctx.host.ingest.blocks import BlockTree
+    from pagedctx.host.select.explore import explore_code
+
+    result = explore_code(index, BlockTree.dir_handle("app"), ["port", "range"])
+    assert result.hits[0].id == "app/config.py::parse_port" and result.hits[0].score == 1.0
+    assert all(h.path.startswith("app/") for h in result.hits)
+    in_app = sum(len(index.chunks_in_file(p)) for p in index.paths() if p.startswith("app/"))
+    assert result.physical == in_app - len(result.hits) and result.physical > 0
+    router = explore_code(index, BlockTree.dir_handle("router"), ["port", "range"])
+    assert all(h.path.startswith("router/") for h in router.hits)
+
+
+def test_explore_a_file_block_and_refuse_unknown_handles(index: Index) -> None:
+    """P16: a file block scopes to its chunks; an unknown handle is a clear error."""
+    from pagedctx.host.select.explore import explore_code
+
+    file_block = next(
+        b for b in (index.block(h) for h in index.root_blocks()[0].children) if b and b.source == "router"
+    )
+    go_file = index.block(file_block.children[0])
+    assert go_file is not None
+    result = explore_code(index, go_file.handle, ["Mount", "prefix"])
+    assert result.hits and result.hits[0].qualname == "Router.Mount"
+    with pytest.raises(UsageError, match="no physical block"):
+        explore_code(index, "pb:00000000", ["x"])
+    with pytest.raises(UsageError, match="keyword"):
+        explore_code(index, go_file.handle, [" "])

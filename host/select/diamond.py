@@ -8,8 +8,9 @@ L2  one-hop diffusion: every chunk defining a symbol a core chunk references, ex
 L2.5 negative selection: the policy decides which dependencies keep their body; the rest are shown
     as skeletons;
 fit exact token counts (the index's tokenizer) in priority order: core bodies (up to `core_share`
-    of the budget), dependencies, then skeletons of the next-ranked candidates, then bodies for the
-    best skeletons while they fit; a definition inside a body already shown is never repeated;
+    of the budget), dependencies, skeletons of the next-ranked candidates (up to `skeleton_share`
+    of the budget), bodies for the best skeletons while they fit, then more skeletons; a
+    definition inside a body already shown is never repeated;
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.
 
 Everything is deterministic: ties break on chunk ids, and the output is ordered by path and line.
@@ -140,11 +141,14 @@ class _Pipeline:
             mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
             self._add(row, mode, "l2") or (mode == "body" and self._add(row, "skeleton", "l2"))
         self._load(ranked)
-        for row in ranked:
-            self._add(row, "skeleton", "l1")
+        first_limit = self.used + self.options.skeleton_share * budget
+        for row in ranked:  # skeletons of the next candidates, up to their share of the budget
+            self._add(row, "skeleton", "l1", limit=first_limit)
         for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
             if self.picks.get(row) is not None and self.picks[row].mode == "skeleton":
                 self._upgrade(row)
+        for row in ranked:  # then whatever still fits
+            self._add(row, "skeleton", "l1")
         full_files = self._promote()
         return self._selection(full_files)
 
@@ -202,7 +206,7 @@ class _Pipeline:
             return None
         return candidate.body_tokens if mode == "body" else candidate.skeleton_tokens
 
-    def _add(self, row: int, mode: Mode, why: Why) -> bool:
+    def _add(self, row: int, mode: Mode, why: Why, limit: float | None = None) -> bool:
         """Pick a row in a mode if it is new, not inside a body already shown, and fits."""
         if row in self.picks or self._covered(row):
             return False
@@ -211,7 +215,7 @@ class _Pipeline:
             return False
         inside = [r for r in self._descendants(row) if r in self.picks] if mode == "body" else []
         refund = sum(self.picks[r].tokens for r in inside)
-        if self.used - refund + tokens > self.budget:
+        if self.used - refund + tokens > min(self.budget, self.budget if limit is None else limit):
             return False
         for r in inside:
             del self.picks[r]

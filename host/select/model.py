@@ -35,6 +35,9 @@ class SelectOptions(BaseModel):
     promote_density: float = Field(
         default=0.5, gt=0, le=1, description="a file whose selected share passes this is included whole"
     )
+    skeleton_share: float = Field(
+        default=0.3, ge=0, le=1, description="share of the budget skeletons fill before bodies are upgraded"
+    )
     core_share: float = Field(
         default=0.6, gt=0, le=1, description="share of the budget core bodies may take before the rest"
     )

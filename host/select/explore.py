@@ -1,0 +1,107 @@
+"""Explore inside a code block (P16, P17): BM25 over the chunks under a PBlock, by keywords.
+
+`Explore(reason, handle, keywords)` names a physical block: a repository, a directory, a file or
+one chunk. The chunks under it are scored against the keywords with the catalog's two BM25
+indexes (the same terms as selection: identifiers split on camelCase/snake_case); the pieces whose
+score reaches `threshold` times the best score in the block are returned to be materialized as
+pages, best first; the others stay physical (P16), and their count is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pagedctx.errors import UsageError
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.select.catalog import Catalog, load_catalog
+from pagedctx.host.select.rank import BODY
+from pagedctx.host.select.terms import terms
+
+__all__ = ["DEFAULT_THRESHOLD", "ExploreHit", "ExploreResult", "explore_code"]
+
+DEFAULT_THRESHOLD = 0.35
+
+
+class ExploreHit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    path: str
+    qualname: str
+    kind: str
+    start_line: int
+    end_line: int
+    score: float = Field(description="relative to the best piece in the block: 1.0 is the best")
+
+
+class ExploreResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    handle: str
+    keywords: list[str]
+    threshold: float
+    hits: list[ExploreHit]
+    physical: int = Field(description="pieces in the block left physical (under the threshold)")
+
+
+def _rows_under(index: Index, catalog: Catalog, handle: str) -> list[int]:
+    block = index.block(handle)
+    if block is None:
+        raise UsageError(f"no physical block {handle!r} in the index; use a handle the context lists")
+    if not block.structured:  # one chunk
+        row = catalog.row(block.source)
+        return [row] if row is not None else []
+    source = block.source
+    if source in (".", ""):
+        return list(range(len(catalog)))
+    prefix = source.rstrip("/") + "/"
+    paths = [p for p, path in enumerate(catalog.paths) if path == source or path.startswith(prefix)]
+    return sorted(r for p in paths for r in catalog.rows_in_file(p).tolist())
+
+
+def explore_code(
+    index: Index,
+    handle: str,
+    keywords: Sequence[str],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    limit: int = 20,
+) -> ExploreResult:
+    """Search the chunks under `handle` for `keywords` (see the module docstring)."""
+    if not 0 < threshold <= 1:
+        raise UsageError(f"the relevance threshold must be within (0, 1], not {threshold}")
+    words = [k for k in keywords if k.strip()]
+    if not words:
+        raise UsageError("Explore needs at least one keyword")
+    catalog, _ = load_catalog(index)
+    rows = _rows_under(index, catalog, handle)
+    query = terms(" ".join(words))
+    hits: list[ExploreHit] = []
+    if rows and query:
+        scores = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[: len(catalog)]
+        scores = scores + BODY * np.asarray(catalog.body.get_scores(query), dtype=np.float64)[: len(catalog)]
+        scoped = np.array(rows, dtype=np.int64)
+        local = scores[scoped]
+        best = float(local.max()) if len(local) else 0.0
+        if best > 0:
+            keep = np.flatnonzero(local >= threshold * best)
+            order = keep[np.lexsort((scoped[keep], -np.round(local[keep], 9)))][:limit]
+            for position in order.tolist():
+                row = int(scoped[position])
+                hits.append(
+                    ExploreHit(
+                        id=catalog.ids[row],
+                        path=catalog.paths[int(catalog.path_of[row])],
+                        qualname=catalog.qualnames[row],
+                        kind=catalog.kinds[row],
+                        start_line=int(catalog.start_line[row]),
+                        end_line=int(catalog.end_line[row]),
+                        score=round(float(local[position]) / best, 4),
+                    )
+                )
+    return ExploreResult(
+        handle=handle, keywords=words, threshold=threshold, hits=hits, physical=len(rows) - len(hits)
+    )
