@@ -3,7 +3,9 @@
 ```
 PagedctxError                 base of everything below; never raised itself
 ├── UsageError                for a person: a wrong flag, a missing file; the message names the fix
-│   └── ConfigError           a config file or PAGEDCTX_* variable that does not validate
+│   ├── ConfigError           a config file or PAGEDCTX_* variable that does not validate
+│   └── InputFormatError      an input file (a dialogue JSONL, ...) that breaks its format; names
+│                             the file and the line
 ├── ProtocolFault             a protocol document or model answer that breaks its contract;
 │   │                         carries a FailCode (SPEC E2) so callers can route without parsing text
 │   ├── BusFault              worker output that does not follow the instruction grammar (P9);
@@ -12,6 +14,7 @@ PagedctxError                 base of everything below; never raised itself
 │   └── EnvelopeViolation     a module answer that breaks the v2.2 envelope contract (M2-M5)
 ├── BackendError              a model backend failed (HTTP, SDK, engine)
 ├── StoreError                the store failed (SQLite, Redis); state is unchanged
+├── BudgetError               a context that cannot fit its token budget even fully governed (P12)
 └── TokenizerError            a tokenizer could not be loaded or used
 ```
 
@@ -29,11 +32,13 @@ from typing import Any
 
 __all__ = [
     "BackendError",
+    "BudgetError",
     "BusFault",
     "ConfigError",
     "ContextFormatError",
     "EnvelopeViolation",
     "FailCode",
+    "InputFormatError",
     "PagedctxError",
     "ProtocolFault",
     "SourcePosition",
@@ -128,6 +133,23 @@ class ConfigError(UsageError):
     """A configuration value (file, profile, environment variable) that does not validate."""
 
     kind = "config_error"
+
+
+class InputFormatError(UsageError):
+    """An input file that does not follow its format; `path` and `line` (1-based) say where."""
+
+    kind = "input_format_error"
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, {"path": self.path, "line": self.line}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "path": self.path, "line": self.line}
 
 
 class ProtocolFault(PagedctxError):
@@ -238,6 +260,26 @@ class StoreError(PagedctxError):
     """The store (SQLite or Redis) failed; the operation left the state as it was."""
 
     kind = "store_error"
+
+
+class BudgetError(PagedctxError):
+    """A rendered context over its token budget even after every overflow-governance action (P12).
+
+    `minimum` is the size of the fully governed document: a budget of at least that many tokens fits.
+    """
+
+    kind = "budget_error"
+
+    def __init__(self, message: str, *, budget: int, minimum: int) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.minimum = minimum
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, {"budget": self.budget, "minimum": self.minimum}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "budget": self.budget, "minimum": self.minimum}
 
 
 class TokenizerError(PagedctxError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, model_validator
 
 from pagedctx.pages.model import (
     Activation,
@@ -129,7 +129,7 @@ class Transition(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    state: SessionState
+    state: InstanceOf[SessionState]  # built by the moves, which keep the invariants: not re-checked
     changes: tuple[ViewChange, ...] = ()
 
 
@@ -138,7 +138,7 @@ class RoundEnd(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    state: SessionState
+    state: InstanceOf[SessionState]
     changes: tuple[ViewChange, ...] = ()
     solidified: tuple[str, ...] = ()
     discarded: tuple[str, ...] = ()

@@ -9,11 +9,13 @@ import pytest
 
 from pagedctx.errors import (
     BackendError,
+    BudgetError,
     BusFault,
     ConfigError,
     ContextFormatError,
     EnvelopeViolation,
     FailCode,
+    InputFormatError,
     PagedctxError,
     ProtocolFault,
     SourcePosition,
@@ -25,6 +27,7 @@ from pagedctx.errors import (
 EXAMPLES: list[PagedctxError] = [
     UsageError("run `pagedctx index ROOT` first"),
     ConfigError("PAGEDCTX_BUDGET must be a positive integer"),
+    InputFormatError("chat.jsonl, line 3: missing field 'speaker'", path="chat.jsonl", line=3),
     ProtocolFault("bad", code=FailCode.POLICY_VIOLATION),
     BusFault(
         "Bus fault at line 1, column 9",
@@ -38,6 +41,7 @@ EXAMPLES: list[PagedctxError] = [
     ),
     BackendError("HTTP 503 from http://127.0.0.1:8000/v1"),
     StoreError("redis at 127.0.0.1:6390 refused the connection"),
+    BudgetError("the context needs at least 912 tokens, over the budget of 600", budget=600, minimum=912),
     TokenizerError("no tokenizer file at /nope"),
 ]
 
@@ -59,6 +63,7 @@ def test_every_exception_has_a_json_form(error: PagedctxError) -> None:
 
 def test_tree_shape() -> None:
     assert issubclass(ConfigError, UsageError)
+    assert issubclass(InputFormatError, UsageError)
     assert all(issubclass(c, ProtocolFault) for c in (BusFault, ContextFormatError, EnvelopeViolation))
     assert ProtocolFault("x").code is FailCode.SCHEMA_VIOLATION
     assert BusFault("x").to_dict()["position"] is None

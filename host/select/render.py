@@ -28,7 +28,7 @@ from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState,
 from pagedctx.pages.ids import short_hash
 from pagedctx.protocol.render import render_state
 
-__all__ = ["read_indexed_file", "selection_text", "selection_xml"]
+__all__ = ["read_indexed_file", "selection_state", "selection_text", "selection_xml"]
 
 
 def read_indexed_file(index: Index, path: str) -> str:
@@ -102,6 +102,13 @@ class _Builder:
 
 def selection_xml(index: Index, selection: Selection, *, intent: str, now: datetime | None = None) -> str:
     """The selection as the initial `<PagedContext>` (see the module docstring)."""
+    return render_state(
+        selection_state(index, selection), current_time=now or datetime.now(UTC), query=intent
+    )
+
+
+def selection_state(index: Index, selection: Selection) -> SessionState:
+    """The selection as a session state: the pages and views `selection_xml` renders."""
     chunks = _chunks(index, selection)
     build = _Builder()
     stamps: dict[str, datetime] = {}
@@ -148,7 +155,7 @@ def selection_xml(index: Index, selection: Selection, *, intent: str, now: datet
         build.children[page_id] = kids
         leaves[posixpath.dirname(path)].append(page_id)
     roots = _directories(build, leaves, index.meta().base or ".")
-    return _render(build, roots, intent, now or datetime.now(UTC))
+    return _state(build, roots)
 
 
 def _directories(build: _Builder, leaves: dict[str, list[str]], base: str) -> list[str]:
@@ -180,7 +187,7 @@ def _directories(build: _Builder, leaves: dict[str, list[str]], base: str) -> li
     return [made[""]] if "" in made else []
 
 
-def _render(build: _Builder, roots: list[str], intent: str, now: datetime) -> str:
+def _state(build: _Builder, roots: list[str]) -> SessionState:
     parents = {kid: parent for parent, kids in build.children.items() for kid in kids}
     depths: dict[str, int] = {}
 
@@ -191,7 +198,7 @@ def _render(build: _Builder, roots: list[str], intent: str, now: datetime) -> st
         return depths[page_id]
 
     pages = {pid: page.model_copy(update={"depth": depth(pid)}) for pid, page in build.pages.items()}
-    state = SessionState(
+    return SessionState(
         pages=pages,
         views=build.views,
         parents=parents,
@@ -199,4 +206,3 @@ def _render(build: _Builder, roots: list[str], intent: str, now: datetime) -> st
         flow=tuple(roots),
         unpacked_this_round=frozenset(p for p, v in build.views.items() if v is View.UNPACKED),
     )
-    return render_state(state, current_time=now, query=intent)

@@ -10,6 +10,7 @@ import typer
 
 from pagedctx._version import __version__
 from pagedctx.cli import config, envelope, instructions, modules, pcr, xml
+from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
 from pagedctx.cli.index import index as index_command
 
@@ -28,6 +29,7 @@ app.add_typer(config.app, name="config")
 app.command("index")(index_command)
 app.command("pcr")(pcr.pcr)
 app.command("select")(select_cli.select)
+app.command("run")(run_cli.run)
 
 
 def _version_callback(value: bool) -> None:

@@ -1,0 +1,556 @@
+"""PBlock providers (P2, P16, P17): one shape for dialogue, stream, document and code blocks.
+
+A provider owns some physical blocks and hands out their handles. Each block is seen as a `Piece`:
+its title, an entropy-compressed summary (identifiers kept, P1), its verbatim content (empty for
+structured pieces, whose text lives in their children), keywords, an absolute timestamp (P7), an
+exact token size and the handles of the pieces below it.
+
+- `BlockProvider` is the protocol every provider follows: roots, look-ups, the next level below a
+  block (P17: consulting a structured draft scans its sub-blocks) and BM25 search inside a block
+  (P16: pieces under the relevance threshold stay physical).
+- `materialize` turns a piece into a page: a piece with nothing below it becomes an Original page,
+  a structured piece (or an unstructured block with its fixed-size pieces) a Consolidated draft
+  whose `source_ids` are the handles below it (P17).
+- `PieceProvider` serves a fixed tree of pieces held in memory (dialogue, stream, document);
+  `ProviderSet` routes a handle to the provider that owns it when a session holds several.
+
+Sizes: an atomic piece's `tokens` is the exact count of its content; a structured piece's is the
+sum over its children (its own content is empty), as code blocks sum their files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+import bm25s
+import numpy as np
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from pagedctx.errors import UsageError
+from pagedctx.host.select.explore import DEFAULT_THRESHOLD
+from pagedctx.host.select.terms import STOPWORDS, identifiers, terms
+from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, PBlock, PBlockKind, short_hash
+from pagedctx.pages.model import Handle, Keyword
+from pagedctx.protocol.tokens import TokenCounter
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "LEAD_CHARS",
+    "MAX_KEYWORDS",
+    "BlockProvider",
+    "Piece",
+    "PieceProvider",
+    "ProviderSet",
+    "SearchResult",
+    "check_search",
+    "code_identifiers",
+    "consensus_keywords",
+    "lead",
+    "materialize",
+    "mtime_of",
+    "pack",
+    "salient_keywords",
+    "search_pieces",
+    "split_chars",
+    "split_lines",
+    "summarize",
+    "to_keywords",
+]
+
+MAX_KEYWORDS = 5
+LEAD_CHARS = 160
+_KEYWORD_BAD = re.compile(r"[,\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s|$)")
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+_CODE_WORD = re.compile(
+    r"`([^`\n]{1,80})`|[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?"
+)
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+
+
+class Piece(BaseModel):
+    """One block as a provider shows it (P2): what a page made from it needs, and where it came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    handle: Handle
+    kind: PBlockKind
+    structured: bool
+    title: str
+    summary: str = Field(description="entropy-compressed: lead sentence, identifiers kept (P1)")
+    content: str = Field(default="", description="verbatim text; empty for structured pieces")
+    keywords: tuple[Keyword, ...] = ()
+    timestamp: AwareDatetime
+    tokens: int = Field(ge=0, description="exact count of content; for structured pieces, of their children")
+    source: str = Field(description="file path, `path#turn` or `path:A-B` (1-based inclusive lines)")
+    children: tuple[Handle, ...] = ()
+    origin: Origin
+
+    @field_validator("keywords")
+    @classmethod
+    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"keywords must be unique, got {list(value)}")
+        return value
+
+    @property
+    def atomic(self) -> bool:
+        """True when nothing is below this piece: it maps to an Original page (P17)."""
+        return not self.structured and not self.children
+
+    def to_block(self) -> PBlock:
+        """The PBlock this piece describes."""
+        digest = hashlib.sha256(self.content.encode("utf-8", "surrogatepass")).hexdigest()
+        return PBlock(
+            handle=self.handle,
+            kind=self.kind,
+            structured=self.structured,
+            source=self.source,
+            title=self.title,
+            mtime=self.timestamp,
+            content_hash=digest if self.content else "",
+            tokens=self.tokens,
+            children=self.children,
+        )
+
+
+class SearchResult(BaseModel):
+    """What a search inside a block found (P16): hits best first; the rest stay physical."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hits: list[Piece]
+    physical: int = Field(ge=0, description="atomic pieces under the block left physical (below threshold)")
+    scores: list[float] = Field(default_factory=list, description="per hit, relative to the best (1.0)")
+
+
+@runtime_checkable
+class BlockProvider(Protocol):
+    """What a session asks of whoever owns physical blocks (P2, P16, P17)."""
+
+    def roots(self) -> list[PBlock]:
+        """The top-level blocks this provider offers."""
+        ...
+
+    def block(self, handle: str) -> PBlock | None:
+        """The block behind a handle, or None when this provider does not own it."""
+        ...
+
+    def piece(self, handle: str) -> Piece | None:
+        """The piece behind a handle, or None when this provider does not own it."""
+        ...
+
+    def children(self, handle: str) -> list[Piece]:
+        """The next level below a block, in order (P17); [] for an atomic piece."""
+        ...
+
+    def search(
+        self, handle: str, keywords: Sequence[str], threshold: float = DEFAULT_THRESHOLD
+    ) -> SearchResult:
+        """BM25 over the atomic pieces under a block (P16)."""
+        ...
+
+
+# --- materialization ----------------------------------------------------------------------------------
+
+
+def materialize(
+    piece: Piece, *, taken: set[str], depth: int, draft: bool = True
+) -> OriginalPage | ConsolidatedPage:
+    """The page a piece maps to (P17); its id is the short hash of the handle, widened against `taken`.
+
+    An atomic piece becomes an Original page with the piece's content and summary; a piece with
+    something below it (a structured block, or an unstructured block cut into pieces) becomes a
+    Consolidated page whose `source_ids` are its children's handles (its own handle when it has
+    none, so the page still points at its block). The new id is added to `taken`.
+    """
+    page_id = short_hash(piece.handle, taken)
+    taken.add(page_id)
+    if piece.atomic:
+        return OriginalPage(
+            id=page_id,
+            depth=depth,
+            timestamp=piece.timestamp,
+            keywords=piece.keywords,
+            summary=piece.summary,
+            draft=draft,
+            pblock=piece.handle,
+            origin=piece.origin,
+            content=piece.content,
+        )
+    return ConsolidatedPage(
+        id=page_id,
+        depth=depth,
+        timestamp=piece.timestamp,
+        keywords=piece.keywords,
+        summary=piece.summary,
+        draft=draft,
+        pblock=piece.handle,
+        origin=piece.origin,
+        source_ids=piece.children or (piece.handle,),
+    )
+
+
+# --- text helpers -------------------------------------------------------------------------------------
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split on `\\n` only, each keeping its end (so `"".join(split_lines(t)) == t`)."""
+    return _LINE.findall(text)
+
+
+def mtime_of(stat_mtime_ns: int) -> datetime:
+    """A file's modification time as an aware UTC datetime (P7: static blocks carry their mtime)."""
+    seconds, nanos = divmod(stat_mtime_ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=nanos // 1000)
+
+
+def lead(text: str, max_chars: int = LEAD_CHARS) -> str:
+    """The first sentence of the first non-blank line, cut at a word near `max_chars`; `…` if more follows."""
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    line = stripped.split("\n", 1)[0].strip()
+    match = _SENTENCE_END.search(line)
+    head = line[: match.start()] if match else line
+    if len(head) > max_chars:
+        cut = head.rfind(" ", 0, max_chars)
+        head = head[: cut if cut > max_chars // 2 else max_chars].rstrip()
+    return head if head == stripped else head + "…"
+
+
+def _is_code_word(word: str) -> bool:
+    return bool(
+        "_" in word
+        or "." in word
+        or "::" in word
+        or word.endswith("()")
+        or _CAMEL.search(word)
+        or (any(c.isdigit() for c in word) and sum(c.isalpha() for c in word) >= 2 and len(word) >= 4)
+    )
+
+
+def code_identifiers(text: str) -> list[str]:
+    """Identifier-like words (snake_case, camelCase, dotted, `call()`, `backticked`) in order, unique."""
+    seen: dict[str, None] = {}
+    for match in _CODE_WORD.finditer(text):
+        quoted = match.group(1)
+        word = (quoted if quoted is not None else match.group(0)).strip().rstrip(".")
+        if not word or (quoted is None and not _is_code_word(word)):
+            continue
+        if any(len(part) < 2 for part in re.split(r"\.|::", word.removesuffix("()"))):
+            continue  # e.g., i.e.: abbreviations, not names
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def summarize(prefix: str, text: str, *, max_ids: int = 8) -> str:
+    """`prefix` + the lead sentence + the identifiers the lead leaves out (P1: identifiers kept)."""
+    head = lead(text)
+    missing = [w for w in code_identifiers(text) if w not in head][:max_ids]
+    summary = f"{prefix}{head}" if head else prefix.rstrip(": ")
+    return summary + (f" [mentions {' '.join(missing)}]" if missing else "")
+
+
+def to_keywords(words: Iterable[str], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
+    """Valid page keywords from candidates: trimmed, without commas or control chars, unique, capped."""
+    out: dict[str, None] = {}
+    for word in words:
+        clean = _KEYWORD_BAD.sub(" ", word).strip()
+        if clean and clean not in out:
+            out[clean] = None
+        if len(out) >= limit:
+            break
+    return tuple(out)
+
+
+def salient_keywords(text: str, limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
+    """A few salient terms: identifiers first, then frequent content words (ties by first position)."""
+    score: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    spelled: dict[str, str] = {}
+    for position, word in enumerate(code_identifiers(text)):
+        key = word.lower()
+        spelled.setdefault(key, word)
+        first.setdefault(key, position)
+        score[key] += 3
+    offset = len(first)
+    for position, word in enumerate(identifiers(text), start=offset):
+        key = word.lower()
+        if len(word) < 4 or key in STOPWORDS or word.isdigit():
+            continue
+        spelled.setdefault(key, word)
+        first.setdefault(key, position)
+        score[key] += 1
+    ranked = sorted(score, key=lambda k: (-score[k], first[k]))
+    return to_keywords((spelled[k] for k in ranked), limit)
+
+
+def consensus_keywords(pieces: Sequence[Piece], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
+    """Keywords of a container (P1: consensus of children): those most children share, in order."""
+    count: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for piece in pieces:
+        for keyword in piece.keywords:
+            count[keyword] += 1
+            first.setdefault(keyword, len(first))
+    return to_keywords(sorted(count, key=lambda k: (-count[k], first[k])), limit)
+
+
+def pack(units: Sequence[str], counter: TokenCounter, cap: int) -> list[tuple[int, int]]:
+    """Group consecutive units into `[i, j)` ranges whose joined text counts at most `cap` tokens.
+
+    Greedy and exact: per-unit counts give a first cut, then the joined text is counted and the
+    group shrunk or grown one unit at a time. A unit that alone exceeds the cap is a group of its
+    own (the caller splits it further or accepts it).
+    """
+    sizes = [counter.count(u) for u in units]
+    groups: list[tuple[int, int]] = []
+    i = 0
+    while i < len(units):
+        if sizes[i] > cap:
+            groups.append((i, i + 1))
+            i += 1
+            continue
+        j, total = i + 1, sizes[i]
+        while j < len(units) and total + sizes[j] <= cap:
+            total += sizes[j]
+            j += 1
+        while j - i > 1 and counter.count("".join(units[i:j])) > cap:
+            j -= 1
+        while j < len(units) and sizes[j] <= cap and counter.count("".join(units[i : j + 1])) <= cap:
+            j += 1
+        groups.append((i, j))
+        i = j
+    return groups
+
+
+def split_chars(text: str, counter: TokenCounter, cap: int) -> list[str]:
+    """Cut a text into consecutive slices of at most `cap` tokens each (longest prefix first).
+
+    The one exception: a single character that alone counts more than `cap` tokens (possible only
+    for caps under 4 with cl100k) is a slice of its own. Prefixes are probed in doubling windows,
+    so a long text is never counted whole per slice.
+    """
+    out: list[str] = []
+    rest = text
+    while rest:
+        good, bad = 1, 0  # rest[:good] fits (or is the lone-character exception); rest[:bad] does not
+        if counter.count(rest[:1]) <= cap:
+            probe = min(len(rest), 8 * cap + 8)
+            while True:
+                if counter.count(rest[:probe]) > cap:
+                    bad = probe
+                    break
+                good = probe
+                if probe == len(rest):
+                    break
+                probe = min(len(rest), probe * 2)
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                if counter.count(rest[:mid]) <= cap:
+                    good = mid
+                else:
+                    bad = mid
+        out.append(rest[:good])
+        rest = rest[good:]
+    return out
+
+
+# --- search ---------------------------------------------------------------------------------------------
+
+
+def check_search(keywords: Sequence[str], threshold: float) -> list[str]:
+    """The usable keywords of a search; UsageError for a threshold outside (0, 1] or no keyword."""
+    if not 0 < threshold <= 1:
+        raise UsageError(f"the relevance threshold must be within (0, 1], not {threshold}")
+    words = [k for k in keywords if k.strip()]
+    if not words:
+        raise UsageError("Explore needs at least one keyword")
+    return words
+
+
+def _search_terms(piece: Piece) -> list[str]:
+    text = piece.content or piece.summary
+    return terms(" ".join((piece.title, " ".join(piece.keywords), text)))
+
+
+class _Bm25:
+    """A BM25 model over a fixed list of pieces (built once per block, then reused)."""
+
+    def __init__(self, pieces: Sequence[Piece]) -> None:
+        self.pieces = list(pieces)
+        corpus = [_search_terms(p) for p in self.pieces]
+        if not any(corpus):  # no terms at all: a placeholder keeps the maths defined
+            corpus = [["\x00"] for _ in corpus]
+        self.model: bm25s.BM25 | None = None
+        if corpus:
+            self.model = bm25s.BM25(k1=1.2, b=0.75)
+            self.model.index(corpus, show_progress=False)
+
+    def search(self, keywords: Sequence[str], threshold: float) -> SearchResult:
+        words = check_search(keywords, threshold)
+        query = terms(" ".join(words))
+        if self.model is None or not query:
+            return SearchResult(hits=[], physical=len(self.pieces))
+        scores = np.asarray(self.model.get_scores(query), dtype=np.float64)[: len(self.pieces)]
+        best = float(scores.max()) if len(scores) else 0.0
+        if best <= 0:
+            return SearchResult(hits=[], physical=len(self.pieces))
+        keep = [i for i in range(len(self.pieces)) if scores[i] >= threshold * best]
+        keep.sort(key=lambda i: (-round(float(scores[i]), 9), self.pieces[i].handle))
+        return SearchResult(
+            hits=[self.pieces[i] for i in keep],
+            physical=len(self.pieces) - len(keep),
+            scores=[round(float(scores[i]) / best, 4) for i in keep],
+        )
+
+
+def search_pieces(pieces: Sequence[Piece], keywords: Sequence[str], threshold: float) -> SearchResult:
+    """BM25 (bm25s, code-aware terms) over `pieces`; hits score at least `threshold` x the best (P16)."""
+    return _Bm25(pieces).search(keywords, threshold)
+
+
+# --- an in-memory provider -------------------------------------------------------------------------------
+
+
+class PieceProvider:
+    """A provider over a fixed tree of pieces (dialogue, stream and document providers build one)."""
+
+    def __init__(self, pieces: Iterable[Piece], roots: Sequence[str]) -> None:
+        self._pieces: dict[str, Piece] = {}
+        for piece in pieces:
+            if piece.handle in self._pieces:
+                raise UsageError(f"two pieces share the handle {piece.handle}; give them distinct sources")
+            self._pieces[piece.handle] = piece
+        for piece in self._pieces.values():
+            missing = [c for c in piece.children if c not in self._pieces]
+            if missing:
+                raise UsageError(f"piece {piece.handle} lists unknown children {missing}")
+        unknown = [h for h in roots if h not in self._pieces]
+        if unknown:
+            raise UsageError(f"root handles {unknown} name no piece")
+        self._roots = list(roots)
+        self._models: dict[str, _Bm25] = {}
+
+    @property
+    def handles(self) -> list[str]:
+        """Every handle this provider owns, roots first then in the order the pieces were given."""
+        return list(self._pieces)
+
+    def roots(self) -> list[PBlock]:
+        return [self._pieces[h].to_block() for h in self._roots]
+
+    def root_pieces(self) -> list[Piece]:
+        return [self._pieces[h] for h in self._roots]
+
+    def block(self, handle: str) -> PBlock | None:
+        piece = self._pieces.get(handle)
+        return piece.to_block() if piece is not None else None
+
+    def piece(self, handle: str) -> Piece | None:
+        return self._pieces.get(handle)
+
+    def _require(self, handle: str) -> Piece:
+        piece = self._pieces.get(handle)
+        if piece is None:
+            raise UsageError(f"no physical block {handle!r} here; use a handle the context lists")
+        return piece
+
+    def children(self, handle: str) -> list[Piece]:
+        return [self._pieces[c] for c in self._require(handle).children]
+
+    def leaves(self, handle: str) -> list[Piece]:
+        """The atomic pieces under a block, in document order (the block itself if atomic)."""
+        out: list[Piece] = []
+        stack = [self._require(handle)]
+        while stack:
+            piece = stack.pop()
+            if piece.atomic:
+                out.append(piece)
+            else:
+                stack.extend(self._pieces[c] for c in reversed(piece.children))
+        return out
+
+    def search(
+        self, handle: str, keywords: Sequence[str], threshold: float = DEFAULT_THRESHOLD
+    ) -> SearchResult:
+        check_search(keywords, threshold)
+        model = self._models.get(handle)
+        if model is None:
+            model = self._models[handle] = _Bm25(self.leaves(handle))
+        return model.search(keywords, threshold)
+
+
+# --- several providers in one session ----------------------------------------------------------------------
+
+
+class ProviderSet:
+    """Routes a handle to the provider that owns it; itself a `BlockProvider` over all of them.
+
+    A handle is asked of each provider in the order they were added; the first owner wins and is
+    remembered. Adding a provider whose root handles another provider already owns is refused.
+    """
+
+    def __init__(self, providers: Iterable[BlockProvider] = ()) -> None:
+        self._providers: list[BlockProvider] = []
+        self._owner: dict[str, BlockProvider] = {}
+        for provider in providers:
+            self.add(provider)
+
+    @property
+    def providers(self) -> list[BlockProvider]:
+        return list(self._providers)
+
+    def add(self, provider: BlockProvider) -> None:
+        for block in provider.roots():
+            if self.owner(block.handle) is not None:
+                raise UsageError(
+                    f"handle {block.handle} ({block.source}) is already owned by another provider; "
+                    "a source loaded twice? load each file once per session"
+                )
+        self._providers.append(provider)
+        for block in provider.roots():
+            self._owner[block.handle] = provider
+
+    def owner(self, handle: str) -> BlockProvider | None:
+        """The provider owning `handle`, or None."""
+        found = self._owner.get(handle)
+        if found is not None:
+            return found
+        for provider in self._providers:
+            if provider.block(handle) is not None:
+                self._owner[handle] = provider
+                return provider
+        return None
+
+    def _route(self, handle: str) -> BlockProvider:
+        provider = self.owner(handle)
+        if provider is None:
+            raise UsageError(f"no physical block {handle!r} in this session; use a handle the context lists")
+        return provider
+
+    def roots(self) -> list[PBlock]:
+        return [block for provider in self._providers for block in provider.roots()]
+
+    def block(self, handle: str) -> PBlock | None:
+        provider = self.owner(handle)
+        return provider.block(handle) if provider is not None else None
+
+    def piece(self, handle: str) -> Piece | None:
+        provider = self.owner(handle)
+        return provider.piece(handle) if provider is not None else None
+
+    def children(self, handle: str) -> list[Piece]:
+        return self._route(handle).children(handle)
+
+    def search(
+        self, handle: str, keywords: Sequence[str], threshold: float = DEFAULT_THRESHOLD
+    ) -> SearchResult:
+        check_search(keywords, threshold)
+        return self._route(handle).search(handle, keywords, threshold)

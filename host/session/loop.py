@@ -1,0 +1,256 @@
+"""The turn loop (DESIGN.md section 3; P8-P12): plain functions over typed values.
+
+One round:
+```
+input --scaffold--> intent --address--> plan --apply_plan--> state (drafts, memory, hot, indexed)
+state --synthesize(budget)--> XML (governed, exact tokens) --worker--> raw output
+raw --parse_worker_output--> actions --apply_actions (atomic)--> state
+end_round (drafts solidify or go) --> trace event; stop on an answer or at the round cap
+```
+The same loop serves the in-process runtime and, later, the Ray actors: roles are callables.
+A Bus Fault (malformed worker output) or a refused round is a fault step in the trace; the state
+stays as it was before the worker spoke.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
+
+from pagedctx.errors import BusFault
+from pagedctx.host.session.blocks import BlockProvider
+from pagedctx.host.session.bus import apply_actions
+from pagedctx.host.session.memory import Memory
+from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.session.router import RouterConfig, address, apply_plan
+from pagedctx.host.session.scaffold import PreviousRound, scaffold
+from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
+from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, state_digest
+from pagedctx.pages import SessionState
+from pagedctx.pages.moves import end_round
+from pagedctx.protocol.context import TraceStep
+from pagedctx.protocol.instructions import Explore, parse_worker_output
+from pagedctx.protocol.tokens import TokenCounter
+
+__all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
+
+Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+TRACE_STEPS_SHOWN = 12
+
+
+class SessionRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session: str
+    intent: str
+    budget: int = Field(gt=0)
+    max_rounds: int = Field(default=6, ge=1)
+    head: str = ""
+    policy: str = "baseline"
+    history: tuple[PreviousRound, ...] = ()
+
+
+class RoundReport(BaseModel):
+    """What a round did, for the summary table and tests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    round: int
+    intent: str
+    actions: tuple[str, ...]
+    tokens: int
+    pressure: float
+    dehydrated: int
+    faults: tuple[str, ...]
+    added: int
+    answer: str | None
+
+
+class SessionResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    state: InstanceOf[SessionState]
+    xml: str
+    tokens: int
+    rounds: tuple[RoundReport, ...]
+    answer: str | None
+    steps: tuple[TraceStep, ...]
+
+
+@dataclass
+class SessionParts:
+    """The components a session runs with (all plain objects; actors wrap the same ones)."""
+
+    blocks: BlockProvider
+    counter: TokenCounter
+    clock: Callable[[], datetime]
+    worker: Worker
+    block_roots: list[str] = field(default_factory=list)
+    memory: Memory | None = None
+    trace: TraceWriter | None = None
+    router: RouterConfig = field(default_factory=RouterConfig)
+    search: PageSearch = field(default_factory=PageSearch)
+
+
+def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
+    from pagedctx.pages import View
+
+    return frozenset([*hot, *(a for a in added if state.views.get(a) is not View.SUMMARY)])
+
+
+def _sync_search(search: PageSearch, before: SessionState, after: SessionState) -> None:
+    for page_id in before.pages.keys() - after.pages.keys():
+        search.remove(page_id)
+    fresh = [
+        page for pid, page in after.pages.items() if pid not in search or before.pages.get(pid) is not page
+    ]
+    search.add_pages(fresh)
+
+
+@dataclass
+class _Acted:
+    state: SessionState
+    steps: list[TraceStep] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    actions: tuple[str, ...] = ()
+    action_dicts: list[dict[str, object]] = field(default_factory=list)
+    answer: str | None = None
+    explored: list[str] = field(default_factory=list)
+
+
+def _act(state: SessionState, raw: str, parts: SessionParts) -> _Acted:
+    """Parse the worker's output and apply its actions atomically (a Bus Fault changes nothing)."""
+    try:
+        output = parse_worker_output(raw)
+    except BusFault as fault:
+        step = TraceStep(action="Fault", target="worker", reason=fault.message[:500], status="fault")
+        return _Acted(state=state, steps=[step], faults=[f"bus fault: {fault.message}"])
+    acted = _Acted(
+        state=state,
+        answer=output.answer,
+        actions=tuple(f"{a.action} {a.handle if isinstance(a, Explore) else a.id}" for a in output.actions),
+        action_dicts=[a.model_dump(mode="json") for a in output.actions],
+    )
+    outcome = apply_actions(state, output.actions, parts.blocks)
+    acted.steps.extend(outcome.steps)
+    if outcome.applied:
+        acted.state = outcome.state
+        acted.explored = [a.handle for a in output.actions if isinstance(a, Explore)]
+    elif outcome.fault is not None:
+        acted.faults.append(f"{outcome.fault.code}: {outcome.fault.message}")
+    _sync_search(parts.search, state, acted.state)
+    return acted
+
+
+def run_session(initial: SessionState, request: SessionRequest, parts: SessionParts) -> SessionResult:
+    """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""
+    state = initial
+    parts.search.add_pages(state.pages.values())
+    steps: list[TraceStep] = []
+    reports: list[RoundReport] = []
+    history = list(request.history)
+    explored: list[str] = []
+    answer: str | None = None
+    for number in range(request.max_rounds):
+        now = parts.clock()
+        intent = scaffold(request.intent, history)
+        plan = address(
+            state,
+            intent=intent.text,
+            search=parts.search,
+            blocks=parts.blocks,
+            block_roots=parts.block_roots,
+            memory=parts.memory,
+            head=request.head,
+            config=parts.router,
+        )
+        before = state
+        state, added = apply_plan(state, plan, parts.blocks, now=now)
+        _sync_search(parts.search, before, state)
+        synthesis = synthesize(
+            state,
+            SynthesisRequest(
+                budget=request.budget,
+                current_time=now,
+                query=intent.text,
+                trace=tuple(steps[-TRACE_STEPS_SHOWN:]),
+                focus=_focus(state, plan.hot, added),
+                relevance=plan.relevance,
+            ),
+            parts.counter,
+        )
+        state = synthesis.state
+        round_steps: list[TraceStep] = list(synthesis.steps)
+        final = number == request.max_rounds - 1
+        raw = parts.worker(synthesis.xml, intent.text, tuple(explored), final)
+        acted = _act(state, raw, parts)
+        state = acted.state
+        round_steps.extend(acted.steps)
+        explored.extend(acted.explored)
+        faults, actions, round_answer = acted.faults, acted.actions, acted.answer
+        steps.extend(round_steps)
+        before = state
+        state = end_round(state).state
+        _sync_search(parts.search, before, state)
+        report = RoundReport(
+            round=number,
+            intent=intent.text,
+            actions=actions,
+            tokens=synthesis.tokens,
+            pressure=round(synthesis.tokens / request.budget, 4),
+            dehydrated=len(synthesis.steps),
+            faults=tuple(faults),
+            added=len(added),
+            answer=round_answer,
+        )
+        reports.append(report)
+        if parts.trace is not None:
+            parts.trace.append(
+                RoundEvent(
+                    session=request.session,
+                    round=number,
+                    time=now,
+                    policy=request.policy,
+                    input=request.intent,
+                    intent=intent.text,
+                    plan=plan.model_dump(mode="json"),
+                    xml_sha256=hashlib.sha256(synthesis.xml.encode()).hexdigest(),
+                    xml_tokens=synthesis.tokens,
+                    budget=request.budget,
+                    worker_output=raw,
+                    actions=acted.action_dicts,
+                    steps=round_steps,
+                    faults=[{"message": f} for f in faults],
+                    answer=round_answer,
+                    state_digest=state_digest(state),
+                    pages=page_lines(state),
+                )
+            )
+        targets = tuple(a.split(" ", 1)[1] for a in actions)
+        history.append(PreviousRound(intent=intent.text, answer=round_answer, targets=targets))
+        if round_answer:
+            answer = round_answer
+            break
+    now = parts.clock()
+    final_view = synthesize(
+        state,
+        SynthesisRequest(
+            budget=request.budget,
+            current_time=now,
+            query=request.intent,
+            trace=tuple(steps[-TRACE_STEPS_SHOWN:]),
+        ),
+        parts.counter,
+    )
+    return SessionResult(
+        state=final_view.state,
+        xml=final_view.xml,
+        tokens=final_view.tokens,
+        rounds=tuple(reports),
+        answer=answer,
+        steps=tuple(steps),
+    )

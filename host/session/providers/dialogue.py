@@ -1,0 +1,242 @@
+"""Dialogue blocks (P2, P7): one structured Dialogue block per conversation, one atomic block per turn.
+
+A dialogue file is JSONL, one turn per line:
+
+    {"id": "t1", "speaker": "user", "text": "Why is 0 refused?", "timestamp": "2025-03-01T09:30:00Z"}
+
+All four fields are required strings and no other key is accepted; `id` and `speaker` are
+non-empty and ids are unique within the file. `timestamp` is ISO-8601 *with* a time zone (`Z` or
+`+HH:MM`): a naive time is refused rather than guessed, because page order and staleness come from
+it (P7). Blank lines are skipped. Turns keep their file order; timestamps that go backwards are
+accepted and listed in `notes`. Any other deviation raises `InputFormatError` naming the file, the
+line and the fix.
+
+Handles: the block is `handle_for("dialogue:{path}")`, a turn `handle_for("dialogue:{path}:{id}")`
+(path as given, POSIX form), so the same file gives the same handles in every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from pagedctx.errors import InputFormatError, UsageError
+from pagedctx.host.session.blocks import (
+    Piece,
+    PieceProvider,
+    consensus_keywords,
+    salient_keywords,
+    summarize,
+)
+from pagedctx.pages import Origin, PBlockKind, handle_for
+from pagedctx.protocol.tokens import TokenCounter
+
+__all__ = ["DialogueProvider", "Turn"]
+
+FIELDS = ("id", "speaker", "text", "timestamp")
+_EXAMPLE = '{"id": "t1", "speaker": "user", "text": "...", "timestamp": "2025-03-01T09:30:00Z"}'
+
+
+class Turn(BaseModel):
+    """One turn of a dialogue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    speaker: str = Field(min_length=1)
+    text: str
+    timestamp: AwareDatetime
+
+
+class _Reader:
+    """Parses one JSONL dialogue file, raising InputFormatError with file and line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.seen: dict[str, int] = {}
+
+    def fail(self, line: int | None, problem: str) -> InputFormatError:
+        where = f"{self.path}, line {line}" if line is not None else self.path
+        return InputFormatError(f"{where}: {problem}", path=self.path, line=line)
+
+    def turn(self, raw: bytes, number: int) -> Turn:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem = f"not UTF-8 ({exc.reason} at byte {exc.start}); save the file as UTF-8"
+            raise self.fail(number, problem) from None
+        try:
+            data = json.loads(text, object_pairs_hook=self._pairs(number))
+        except json.JSONDecodeError as exc:
+            raise self.fail(
+                number,
+                f"not valid JSON ({exc.msg} at column {exc.colno}); "
+                f"each line must be one object like {_EXAMPLE}",
+            ) from None
+        if not isinstance(data, dict):
+            raise self.fail(
+                number, f"a turn must be a JSON object like {_EXAMPLE}, not {type(data).__name__}"
+            )
+        return self._fields(data, number)
+
+    def _pairs(self, number: int) -> Any:
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            keys = [k for k, _ in pairs]
+            doubled = sorted({k for k in keys if keys.count(k) > 1})
+            if doubled:
+                raise self.fail(number, f"key {doubled[0]!r} appears twice in one turn; keep one")
+            return dict(pairs)
+
+        return hook
+
+    def _fields(self, data: Mapping[str, Any], number: int | None) -> Turn:
+        missing = [f for f in FIELDS if f not in data]
+        if missing:
+            raise self.fail(
+                number, f"missing field {', '.join(map(repr, missing))}; a turn needs {', '.join(FIELDS)}"
+            )
+        extra = sorted(k for k in data if k not in FIELDS)
+        if extra:
+            raise self.fail(
+                number, f"unknown field {', '.join(map(repr, extra))}; a turn has exactly {', '.join(FIELDS)}"
+            )
+        for name in FIELDS:
+            value = data[name]
+            if not isinstance(value, str):
+                raise self.fail(number, f"field {name!r} must be a string, not {type(value).__name__}")
+            if name != "text" and not value.strip():
+                raise self.fail(number, f"field {name!r} must not be empty")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise self.fail(
+                    number, f"field {name!r} holds a lone surrogate (a \\ud8xx escape); fix the text"
+                ) from None
+        stamp = self._timestamp(data["timestamp"], number)
+        turn_id = data["id"]
+        if turn_id in self.seen:
+            first = self.seen[turn_id]
+            raise self.fail(
+                number, f"turn id {turn_id!r} already used on line {first}; turn ids must be unique"
+            )
+        self.seen[turn_id] = number if number is not None else len(self.seen) + 1
+        return Turn(id=turn_id, speaker=data["speaker"], text=data["text"], timestamp=stamp)
+
+    def _timestamp(self, value: str, number: int | None) -> datetime:
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise self.fail(
+                number, f"timestamp {value!r} is not ISO-8601; write it like 2025-03-01T09:30:00Z"
+            ) from None
+        if stamp.tzinfo is None or stamp.utcoffset() is None:
+            raise self.fail(
+                number, f"timestamp {value!r} has no time zone; add Z (UTC) or an offset like +02:00"
+            )
+        return stamp
+
+
+class DialogueProvider(PieceProvider):
+    """One dialogue: a structured Dialogue block whose children are its turns, in order (P2)."""
+
+    def __init__(self, name: str, pieces: Sequence[Piece], root: str, notes: Sequence[str] = ()) -> None:
+        super().__init__(pieces, [root])
+        self.name = name
+        self.root = root
+        self.notes: tuple[str, ...] = tuple(notes)
+
+    @classmethod
+    def from_jsonl(cls, path: str | os.PathLike[str], counter: TokenCounter) -> DialogueProvider:
+        """Read a JSONL dialogue file (see the module docstring for the format)."""
+        name = Path(path).as_posix()
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise UsageError(f"no dialogue file at {name}; check the path") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read dialogue file {name}: {exc.strerror}") from None
+        reader = _Reader(name)
+        turns: list[Turn] = []
+        lines: list[int] = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if raw.strip():
+                turns.append(reader.turn(raw, number))
+                lines.append(number)
+        if not turns:
+            raise reader.fail(
+                None, f"no turns; a dialogue file holds one JSON object per line, like {_EXAMPLE}"
+            )
+        return cls._build(name, turns, counter, lines)
+
+    @classmethod
+    def from_turns(
+        cls, name: str, turns: Sequence[Turn | Mapping[str, Any]], counter: TokenCounter
+    ) -> DialogueProvider:
+        """A dialogue held in memory (`name` plays the part of the path); the same checks as a file."""
+        reader = _Reader(name)
+        checked: list[Turn] = []
+        for number, turn in enumerate(turns, start=1):
+            data = turn.model_dump() if isinstance(turn, Turn) else turn
+            if isinstance(data.get("timestamp"), datetime):
+                data = {**data, "timestamp": data["timestamp"].isoformat()}
+            checked.append(reader._fields(data, number))
+        if not checked:
+            raise reader.fail(None, "no turns; a dialogue needs at least one")
+        return cls._build(name, checked, counter, list(range(1, len(checked) + 1)))
+
+    @classmethod
+    def _build(
+        cls, name: str, turns: Sequence[Turn], counter: TokenCounter, lines: Sequence[int]
+    ) -> DialogueProvider:
+        title = Path(name).name or name
+        root = handle_for(f"dialogue:{name}")
+        taken = {root}
+        pieces: list[Piece] = []
+        notes: list[str] = []
+        for index, turn in enumerate(turns):
+            if index and turn.timestamp < turns[index - 1].timestamp:
+                notes.append(
+                    f"{name}, line {lines[index]}: turn {turn.id!r} is earlier than the turn before it; "
+                    "kept in file order"
+                )
+            handle = handle_for(f"dialogue:{name}:{turn.id}", taken)
+            taken.add(handle)
+            pieces.append(
+                Piece(
+                    handle=handle,
+                    kind=PBlockKind.DIALOGUE,
+                    structured=False,
+                    title=f"turn {turn.id} ({turn.speaker})",
+                    summary=summarize(f"{turn.speaker}: ", turn.text),
+                    content=turn.text,
+                    keywords=salient_keywords(turn.text),
+                    timestamp=turn.timestamp,
+                    tokens=counter.count(turn.text),
+                    source=f"{name}#{turn.id}",
+                    origin=Origin.HISTORY,
+                )
+            )
+        speakers = list(dict.fromkeys(t.speaker for t in turns))
+        summary = f"{title}: {len(turns)} turns by {', '.join(speakers[:6])}; first {pieces[0].summary}"
+        if len(pieces) > 1:
+            summary += f"; last {pieces[-1].summary}"
+        block = Piece(
+            handle=root,
+            kind=PBlockKind.DIALOGUE,
+            structured=True,
+            title=title,
+            summary=summary,
+            keywords=consensus_keywords(pieces),
+            timestamp=max(t.timestamp for t in turns),
+            tokens=sum(p.tokens for p in pieces),
+            source=name,
+            children=tuple(p.handle for p in pieces),
+            origin=Origin.HISTORY,
+        )
+        return cls(name, [block, *pieces], root, notes)

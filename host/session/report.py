@@ -1,0 +1,97 @@
+"""The JSON form of a finished session (`pagedctx run --format json`, a contract others depend on).
+
+`{"policy", "budget", "tokens", "rounds", "pages": [{"id", "type", "view", "origin", "depth",
+"timestamp", "tokens", "shows": [...]}]}`. `tokens` at the top is the exact count of the rendered
+XML. Pages are those the final context renders (Linear_Flow and Background_Context roots and the
+children of Unpacked pages), in document order; a page's `tokens` counts what it shows (its
+content in Detail, its summary otherwise); `shows` lists what it shows in full: dialogue turn ids,
+chunk ids, or `path:A-B` line ranges of documents, streams and whole files. Summaries and
+containers show nothing in full.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pagedctx.host.session.blocks import BlockProvider, ProviderSet
+from pagedctx.host.session.providers.code import CodeProvider
+from pagedctx.host.session.providers.dialogue import DialogueProvider
+from pagedctx.pages import OriginalPage, SessionState, View
+from pagedctx.protocol.render import timeline_key
+from pagedctx.protocol.tokens import TokenCounter
+
+__all__ = ["session_contract", "shows"]
+
+
+def _owner(blocks: BlockProvider, handle: str) -> BlockProvider | None:
+    return blocks.owner(handle) if isinstance(blocks, ProviderSet) else blocks
+
+
+def shows(state: SessionState, page_id: str, blocks: BlockProvider) -> list[str]:
+    """What a page shows in full in the final context (see the module docstring)."""
+    page = state.pages[page_id]
+    if state.views[page_id] is not View.DETAIL or not isinstance(page, OriginalPage) or page.pblock is None:
+        return []
+    owner = _owner(blocks, page.pblock)
+    if isinstance(owner, CodeProvider):
+        block = owner.block(page.pblock)
+        if block is None:
+            return []
+        if not block.structured:
+            return [block.source]  # a chunk block's source is its chunk id
+        meta = owner.index.file(block.source)
+        return [f"{block.source}:1-{meta.lines}"] if meta is not None and meta.lines else [block.source]
+    piece = owner.piece(page.pblock) if owner is not None else None
+    if piece is None:
+        return []
+    if isinstance(owner, DialogueProvider):
+        return [piece.source.split("#", 1)[1] if "#" in piece.source else piece.source]
+    return [piece.source]
+
+
+def _rendered(state: SessionState) -> list[str]:
+    order: list[str] = []
+
+    def walk(page_id: str) -> None:
+        order.append(page_id)
+        if state.views[page_id] is View.UNPACKED:
+            kids = state.children_of(page_id)
+            for kid in sorted(kids, key=lambda k: timeline_key(state.pages[k].timestamp, k)):
+                walk(kid)
+
+    for root in sorted(state.flow, key=lambda p: timeline_key(state.pages[p].timestamp, p)):
+        walk(root)
+    for root in sorted(state.background, key=lambda p: timeline_key(state.pages[p].timestamp, p)):
+        order.append(root)
+    return order
+
+
+def session_contract(
+    state: SessionState,
+    *,
+    policy: str,
+    budget: int,
+    tokens: int,
+    rounds: int,
+    blocks: BlockProvider,
+    counter: TokenCounter,
+) -> dict[str, Any]:
+    """The JSON contract of a finished session."""
+    pages: list[dict[str, Any]] = []
+    for page_id in _rendered(state):
+        page = state.pages[page_id]
+        view = state.views[page_id]
+        shown = page.content if isinstance(page, OriginalPage) and view is View.DETAIL else page.summary
+        pages.append(
+            {
+                "id": page_id,
+                "type": page.type.value,
+                "view": view.value,
+                "origin": page.origin.value if page.origin is not None else None,
+                "depth": page.depth,
+                "timestamp": page.timestamp.isoformat(),
+                "tokens": counter.count(shown) if view is not View.UNPACKED else 0,
+                "shows": shows(state, page_id, blocks),
+            }
+        )
+    return {"policy": policy, "budget": budget, "tokens": tokens, "rounds": rounds, "pages": pages}

@@ -1,0 +1,173 @@
+"""The `baseline` roles of a session (P9, P10): a greedy zoom Worker and an extractive Consolidator.
+
+They are real algorithms, not models, and say so: the worker's envelope carries
+`meta.model = "baseline"`, the consolidator's summaries are extractive.
+
+Worker (reads the `<PagedContext>` it is given, nothing else): every node is scored by how much
+of the intent focus its text covers. It consults the best Summary nodes that bear on the intent
+and unpacks relevant Consolidated nodes; it explores relevant blocks it has not explored yet (P16);
+it shelves shown Originals that share nothing with the intent; when nothing relevant is left to
+zoom into (or on the last round) it answers with the sentences of the shown evidence that cover the
+intent best, citing page ids. Its output is a v2.2 envelope that the host parses with the protocol
+grammar like any model's.
+
+Consolidator: a summary of pages made of each source's lead sentence plus every identifier the
+sources name (a summary that drops identifiers is a Payload Error, P10), keywords by consensus.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pagedctx.host.select.terms import terms
+from pagedctx.host.session.blocks import code_identifiers, lead, to_keywords
+from pagedctx.pages import Page, PageType, View
+from pagedctx.protocol.context import ContextNode
+from pagedctx.protocol.parse import parse_document
+
+__all__ = ["BASELINE", "baseline_worker", "consolidate", "missing_identifiers"]
+
+BASELINE = "baseline"
+CONSULT_AT = 0.3
+EXPLORE_AT = 0.15
+MAX_CONSULTS = 3
+MAX_SHELVES = 2
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+def _flatten(nodes: Sequence[ContextNode], out: list[ContextNode]) -> list[ContextNode]:
+    for node in nodes:
+        out.append(node)
+        _flatten(node.children, out)
+    return out
+
+
+def _text(node: ContextNode) -> str:
+    return " ".join(filter(None, [node.summary, node.content, " ".join(node.keywords)]))
+
+
+def _coverage(text: str, focus: set[str]) -> float:
+    return len(set(terms(text)) & focus) / len(focus) if focus else 0.0
+
+
+def _evidence(nodes: Sequence[ContextNode], focus: set[str]) -> tuple[str, list[str]]:
+    scored: list[tuple[float, str, str]] = []
+    for node in nodes:
+        if node.view is not View.DETAIL or node.content is None:
+            continue
+        for sentence in _SENTENCE.split(node.content):
+            cover = _coverage(sentence, focus)
+            if cover > 0:
+                scored.append((cover, node.id, sentence.strip()))
+    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+    picked = scored[:3]
+    if not picked:
+        return "", []
+    return " ".join(f"{s} [{pid}]" for _, pid, s in picked), sorted({pid for _, pid, _ in picked})
+
+
+def baseline_worker(
+    xml: str, intent: str, *, explored: Sequence[str] = (), final: bool = False, max_actions: int = 6
+) -> str:
+    """One Worker step over the rendered context: a v2.2 envelope (see the module docstring)."""
+    document = parse_document(xml)
+    focus = set(terms(intent))
+    tried = {(step.action, step.target) for step in document.trace if step.status != "fault"}
+    nodes = _flatten([*document.flow, *(document.background or ())], [])
+    score = {node.id: _coverage(_text(node), focus) for node in nodes}
+    actions: list[dict[str, Any]] = []
+    if not final:
+        summaries = [n for n in nodes if n.view is View.SUMMARY and score[n.id] >= CONSULT_AT]
+        for node in sorted(summaries, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
+            actions.append(
+                {"action": "Consult", "reason": f"covers {score[node.id]:.0%} of the intent", "id": node.id}
+            )
+        unpack = [
+            n
+            for n in nodes
+            if n.type is PageType.CONSOLIDATED
+            and n.view is View.DETAIL
+            and score[n.id] >= CONSULT_AT
+            and ("Consult", n.id) not in tried
+        ]
+        for node in sorted(unpack, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
+            actions.append(
+                {"action": "Consult", "reason": "unpack: its parts bear on the intent", "id": node.id}
+            )
+        words = [w for w in dict.fromkeys(terms(intent))][:4]
+        blocks = [
+            n
+            for n in nodes
+            if n.handle
+            and n.type is PageType.CONSOLIDATED
+            and n.handle not in explored
+            and score[n.id] >= EXPLORE_AT
+        ]
+        for node in sorted(blocks, key=lambda n: (-score[n.id], n.id))[:1]:
+            if words:
+                actions.append(
+                    {
+                        "action": "Explore",
+                        "reason": "search the block for the intent",
+                        "handle": node.handle,
+                        "keywords": words,
+                    }
+                )
+        if actions:
+            stale = [
+                n for n in nodes if n.view is View.DETAIL and n.type is PageType.ORIGINAL and score[n.id] == 0
+            ]
+            for node in sorted(stale, key=lambda n: n.id)[:MAX_SHELVES]:
+                actions.append(
+                    {"action": "Shelve", "reason": "shares nothing with the intent", "id": node.id}
+                )
+    actions = actions[:max_actions]
+    answer: str | None = None
+    rationale = "zooming: " + ", ".join(f"{a['action']} {a.get('id') or a.get('handle')}" for a in actions)
+    if not actions:
+        text, cited = _evidence(nodes, focus)
+        answer = text or f"No evidence in view answers: {intent}"
+        rationale = f"answered from {', '.join(cited)}" if cited else "nothing in view bears on the intent"
+    envelope = {
+        "ok": True,
+        "meta": {
+            "confidence": round(max(score.values(), default=0.0), 2),
+            "risk": "low",
+            "explain": (rationale or "baseline step")[:280],
+            "model": BASELINE,
+        },
+        "data": {"actions": actions, "answer": answer, "rationale": rationale or "baseline step"},
+    }
+    return json.dumps(envelope, ensure_ascii=False)
+
+
+def consolidate(pages: Sequence[Page]) -> tuple[str, tuple[str, ...]]:
+    """An extractive summary keeping every identifier of the sources, and consensus keywords."""
+    leads: list[str] = []
+    names: dict[str, None] = {}
+    for page in pages:
+        text = getattr(page, "content", "") or page.summary
+        leads.append(lead(page.summary or text))
+        for name in code_identifiers(page.summary + "\n" + text):
+            names.setdefault(name, None)
+    summary = " | ".join(dict.fromkeys(x for x in leads if x))
+    if names:
+        summary += " [ids: " + ", ".join(names) + "]"
+    counted: dict[str, int] = {}
+    for page in pages:
+        for keyword in page.keywords:
+            counted[keyword] = counted.get(keyword, 0) + 1
+    keywords = to_keywords(sorted(counted, key=lambda k: (-counted[k], k)))
+    return summary or "(empty)", keywords
+
+
+def missing_identifiers(summary: str, pages: Sequence[Page]) -> list[str]:
+    """Identifiers the sources name that a summary dropped (P10 Payload Error when not empty)."""
+    wanted: dict[str, None] = {}
+    for page in pages:
+        for name in code_identifiers(page.summary + "\n" + (getattr(page, "content", "") or "")):
+            wanted.setdefault(name, None)
+    return [name for name in wanted if name not in summary]

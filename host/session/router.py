@@ -1,0 +1,210 @@
+"""Router addressing for pages (P8), the `baseline` policy, and applying its plan to a state.
+
+`address` anchors the intent focus on the head (system instructions, globals) and the tail (the
+latest input, already scaffolded), then:
+1. broad recall: BM25 over the session's pages by the focus keywords (`PageSearch`);
+2. precision against summaries: each recalled page is re-scored by how much of the focus its
+   summary and keywords cover; within `hot_ratio` of the best and among the first `max_hot` it is
+   Hot (injected in Detail), the next `max_indexed` are Indexed (shown as their summary);
+3. physical addressing: the blocks the session was given are searched with the keywords (P16);
+   pieces not yet materialized become speculative draft candidates, shown in Detail when their
+   relevance reaches `draft_detail`, else in Summary;
+4. memory recall (P14) with the same keywords.
+`apply_plan` carries a plan out on a state: drafts and memory pages are added as new Linear_Flow
+roots, Hot pages are revealed (their ancestors unpacked) and raised to Detail, Indexed pages are
+revealed in Summary. A plan is advice: a page a move cannot reach is skipped, never half-moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pagedctx.errors import PagedctxError
+from pagedctx.host.select.terms import terms
+from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
+from pagedctx.host.session.memory import Memory, MemoryItem
+from pagedctx.host.session.recall import PageSearch
+from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
+from pagedctx.pages.ids import short_hash
+from pagedctx.pages.moves import add_pages, consult
+from pagedctx.pages.state import Transition
+
+__all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms"]
+
+BASELINE = "baseline"
+
+
+class RouterConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_hot: int = Field(default=6, ge=0)
+    max_indexed: int = Field(default=12, ge=0)
+    hot_ratio: float = Field(default=0.5, gt=0, le=1)
+    max_pblocks: int = Field(default=6, ge=0)
+    draft_detail: float = Field(default=0.6, gt=0, le=1)
+    block_threshold: float = Field(default=0.35, gt=0, le=1)
+    memory_limit: int = Field(default=3, ge=0)
+    head_terms: int = Field(default=6, ge=0, description="focus terms taken from the head")
+
+
+class BlockPick(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    handle: str
+    relevance: float
+    view: Literal["Detail", "Summary"]
+
+
+class RouterPlan(BaseModel):
+    """What the router decided for the next view."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str = BASELINE
+    intent_focus: str
+    keywords: tuple[str, ...]
+    hot: tuple[str, ...] = ()
+    indexed: tuple[str, ...] = ()
+    relevance: dict[str, float] = Field(default_factory=dict, description="page id -> relevance in [0, 1]")
+    pblocks: tuple[BlockPick, ...] = ()
+    memory: tuple[MemoryItem, ...] = ()
+
+
+def focus_terms(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
+    """The focus keywords: the tail's terms, then a few of the head's (P8 intent anchoring)."""
+    tail = list(dict.fromkeys(terms(intent)))
+    extra = [t for t in dict.fromkeys(terms(head)) if t not in tail][:head_terms]
+    return tail + extra
+
+
+def _coverage(state: SessionState, page_id: str, focus: set[str]) -> float:
+    page = state.pages[page_id]
+    words = set(terms(page.summary + " " + " ".join(page.keywords)))
+    return len(words & focus) / len(focus) if focus else 0.0
+
+
+def address(
+    state: SessionState,
+    *,
+    intent: str,
+    search: PageSearch,
+    blocks: BlockProvider | None = None,
+    block_roots: Sequence[str] = (),
+    memory: Memory | None = None,
+    head: str = "",
+    config: RouterConfig | None = None,
+) -> RouterPlan:
+    """The baseline plan for the next view (see the module docstring)."""
+    cfg = config or RouterConfig()
+    keywords = focus_terms(intent, head, cfg.head_terms)
+    focus = set(keywords)
+    recalled = [(pid, s) for pid, s in search.top(keywords, 4 * (cfg.max_hot + cfg.max_indexed) + 8)]
+    recalled = [(pid, s) for pid, s in recalled if pid in state.pages]
+    best = max((s for _, s in recalled), default=0.0)
+    combined = {
+        pid: round(0.5 * (s / best if best else 0.0) + 0.5 * _coverage(state, pid, focus), 6)
+        for pid, s in recalled
+    }
+    ranked = sorted(combined, key=lambda pid: (-combined[pid], pid))
+    top = combined[ranked[0]] if ranked else 0.0
+    hot = tuple(pid for pid in ranked[: cfg.max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
+    indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
+    picks: list[BlockPick] = []
+    if blocks is not None and keywords and cfg.max_pblocks:
+        known = {page.pblock for page in state.pages.values() if page.pblock is not None}
+        for root in block_roots:
+            result = blocks.search(root, keywords, cfg.block_threshold)
+            for piece, score in zip(result.hits, result.scores or [1.0] * len(result.hits), strict=False):
+                if piece.handle not in known:
+                    view: Literal["Detail", "Summary"] = "Detail" if score >= cfg.draft_detail else "Summary"
+                    picks.append(BlockPick(handle=piece.handle, relevance=round(score, 4), view=view))
+        picks.sort(key=lambda p: (-p.relevance, p.handle))
+        picks = list({p.handle: p for p in reversed(picks)}.values())
+        picks.sort(key=lambda p: (-p.relevance, p.handle))
+    recalled_memory = (
+        tuple(memory.recall(keywords, cfg.memory_limit)) if memory and keywords and cfg.memory_limit else ()
+    )
+    return RouterPlan(
+        intent_focus=intent,
+        keywords=tuple(keywords),
+        hot=hot,
+        indexed=indexed,
+        relevance={pid: combined[pid] for pid in ranked},
+        pblocks=tuple(picks[: cfg.max_pblocks]),
+        memory=recalled_memory,
+    )
+
+
+def _try(state: SessionState, page_id: str) -> SessionState | None:
+    result = consult(state, page_id)
+    return result.state if isinstance(result, Transition) else None
+
+
+def reveal(state: SessionState, page_id: str, view: View) -> SessionState:
+    """Unpack the ancestors of a page and raise it to `view`; the state as given if a move fails."""
+    chain: list[str] = []
+    current = state.parents.get(page_id)
+    while current is not None:
+        chain.append(current)
+        current = state.parents.get(current)
+    work: SessionState | None = state
+    for ancestor in reversed(chain):
+        while work is not None and work.views[ancestor] is not View.UNPACKED:
+            work = _try(work, ancestor)
+    order = [View.SUMMARY, View.DETAIL, View.UNPACKED]
+    while work is not None and order.index(work.views[page_id]) < order.index(view):
+        work = _try(work, page_id)
+    return work if work is not None else state
+
+
+def apply_plan(
+    state: SessionState, plan: RouterPlan, blocks: BlockProvider | None, *, now: datetime
+) -> tuple[SessionState, list[str]]:
+    """Carry out a plan (see the module docstring); returns the new state and the pages added."""
+    added: list[str] = []
+    taken = set(state.pages)
+    new_pages: list[OriginalPage | ConsolidatedPage] = []
+    views: dict[str, View] = {}
+    for pick in plan.pblocks:
+        if blocks is None:
+            break
+        try:
+            piece = blocks.piece(pick.handle)
+        except PagedctxError:
+            continue
+        if piece is None:
+            continue
+        page = materialize(piece, taken=taken, depth=0, draft=True)
+        new_pages.append(page)
+        views[page.id] = View.DETAIL if pick.view == "Detail" else View.SUMMARY
+    for item in plan.memory:
+        page_id = short_hash(f"memory:{item.id}", taken)
+        taken.add(page_id)
+        new_pages.append(
+            OriginalPage(
+                id=page_id,
+                depth=0,
+                timestamp=min(item.timestamp, now),
+                keywords=to_keywords(item.keywords),
+                summary=item.summary,
+                origin=Origin.MEMORY,
+                content=item.summary,
+            )
+        )
+        views[page_id] = View.SUMMARY
+    if new_pages:
+        result = add_pages(state, new_pages, views=views)
+        if isinstance(result, Transition):
+            state = result.state
+            added = [p.id for p in new_pages]
+    for page_id in plan.hot:
+        if page_id in state.pages:
+            state = reveal(state, page_id, View.DETAIL)
+    for page_id in plan.indexed:
+        if page_id in state.pages:
+            state = reveal(state, page_id, View.SUMMARY)
+    return state, added

@@ -1,0 +1,360 @@
+"""The synthesis controller (P6, P7, P12): render the `<PagedContext>` of a turn under a token budget.
+
+`synthesize(state, request, counter)` renders the session state with the caller's CURRENT_TIME
+(P7) and returns the validated XML, its exact token count, the state after overflow governance and
+one `TraceStep` per governance action. The input state is never changed (states are immutable;
+governance applies `pagedctx.pages.moves` and keeps the new states it returns).
+
+Overflow governance (P12, seed 002 section III.2 and the synthesis step): while the document is
+over budget, moves are taken in four phases, the lowest phase that has a move always first:
+
+1. `Dehydrate` (`moves.dehydrate`) a shown Detail/Unpacked page whose move touches no focus page;
+2. `Fold` (`moves.fold_to_background`) a root of the Linear_Flow that touches no focus page into
+   the Background_Context (the far field);
+3. `Dehydrate` moves that touch the focus;
+4. `Fold` roots that touch the focus.
+
+A move "touches" the pages it lowers or hides: the shown subtree of the page (or of the root), plus,
+when dehydrating the last non-Summary child of an Unpacked parent, the parent (which collapses to
+Detail, the cascading fold of P5) and its children. It touches the focus when one of those pages
+is in `request.focus`. Within a phase, moves are ordered by relevance (the highest relevance among
+the pages they touch, missing = 0), then staleness (oldest page timestamp first), then the most
+tokens saved, then the page id: the same inputs give the same XML, byte for byte. Phases are
+recomputed after every batch, so a page a cascade turned into Detail is a phase-1 candidate again.
+With the current renderer a Summary root costs the same in the Background_Context as in the flow,
+so folds free no tokens once phase 1 is done: phase 2 moves the far field out of the flow before
+the focus is touched, as P12 asks, and costs only the `<Background_Context>` wrapper.
+
+Cost model and batches (so a turn with a few hundred shown pages renders two or three times, not
+once per move): every shown `<Node>` is estimated on its own, from a text shaped like its rendered
+element (opening tag with attributes, indentation, `<Summary>`/`<Content>` payload escaped as lxml
+writes it) counted with the turn's counter, whose cache keeps per-(page, view) counts across turns
+(DESIGN.md section 7). A move's saving is the estimate of the touched subtree now minus that of its
+top node in its new view. Starting from the exact count of the last render, moves are applied one
+by one, each re-checked against the current state, until the estimate is within budget; then the
+state is rendered and counted exactly. If the exact count is still over, the next batch starts from
+it. The estimates only choose how many moves to take between renders: the returned count is always
+the exact count of the returned XML, never over budget, and the XML is validated against the schema.
+When no move is left and the document is still over budget, `BudgetError` names the fully governed
+size (every page in Summary, every root in the Background_Context): any budget at least as large
+fits, since that end state is the same whatever the budget. Sizes along the way are not monotone
+(the first fold adds the `<Background_Context>` wrapper; a page whose content is shorter than its
+summary grows when dehydrated), so a budget somewhat under it may still fit on the way there.
+
+The governance steps are returned, not rendered into this turn's `<Reasoning_Trace>` (which holds
+`request.trace` as given): counting them into the budget would make every move cost tokens of its
+own. The caller records them (the session trace, the next turn's trace).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Literal
+
+from lxml import etree
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
+
+from pagedctx.errors import BudgetError, ContextFormatError
+from pagedctx.pages import (
+    OriginalPage,
+    Page,
+    SessionState,
+    Transition,
+    View,
+    dehydrate,
+    fold_to_background,
+    is_visible,
+)
+from pagedctx.protocol.context import RegistryEntry, TraceStep
+from pagedctx.protocol.render import build_state_tree, serialize, timeline_key
+from pagedctx.protocol.schema import validation_errors
+from pagedctx.protocol.tokens import TokenCounter
+from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
+
+__all__ = ["Synthesis", "SynthesisRequest", "synthesize"]
+
+_ROOT_LEVEL = 2  # <PagedContext> > <Linear_Flow> | <Background_Context> > <Node>
+_INDENT = "  "  # lxml's pretty_print indentation per level
+_BACKGROUND_WRAPPER = f"{_INDENT}<Background_Context>\n{_INDENT}</Background_Context>\n"
+
+Relevance = Annotated[float, Field(allow_inf_nan=False)]
+Action = Literal["Dehydrate", "Fold"]
+
+
+class SynthesisRequest(BaseModel):
+    """What one turn's synthesis needs besides the session state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    budget: int = Field(gt=0, description="tokens of the whole rendered XML")
+    current_time: datetime = Field(description="the caller's clock, injected as CURRENT_TIME (P7)")
+    query: str = ""
+    trace: tuple[TraceStep, ...] = ()
+    registry: tuple[RegistryEntry, ...] = ()
+    focus: frozenset[str] = Field(
+        default=frozenset(), description="page ids of the intent focus: touched only when nothing else helps"
+    )
+    relevance: Mapping[str, Relevance] = Field(
+        default_factory=dict, description="page id -> relevance to the intent (missing = 0)"
+    )
+
+    @field_validator("current_time")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("current_time must carry a time zone (the caller's clock, e.g. UTC)")
+        return value
+
+
+class Synthesis(BaseModel):
+    """The rendered turn: validated XML within budget, its exact size, and the governed state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    xml: str
+    tokens: int = Field(ge=0, description="exact token count of `xml`")
+    state: InstanceOf[SessionState] = Field(description="the session state after overflow governance")
+    steps: tuple[TraceStep, ...] = Field(default=(), description="one per governance action, in order")
+
+
+def synthesize(state: SessionState, request: SynthesisRequest, counter: TokenCounter) -> Synthesis:
+    """Render `state` within `request.budget` tokens, governing overflow (P12); see the module doc.
+
+    Raises `BudgetError` when even the fully governed document is over budget.
+    """
+    governor = _Governor(request, counter)
+    budget = request.budget
+    tree, xml, tokens = governor.render(state)
+    estimate = tokens
+    steps: list[TraceStep] = []
+    while tokens > budget:
+        applied = 0
+        while estimate > budget:
+            plan = governor.plan(state)
+            if not plan:
+                break
+            for move in plan:
+                if estimate <= budget:
+                    break
+                outcome = governor.apply(state, move, estimate)
+                if outcome is None:
+                    continue  # an earlier move of the batch changed this one: the next plan re-ranks it
+                state, delta, step = outcome
+                estimate += delta
+                steps.append(step)
+                applied += 1
+        if not applied:
+            raise BudgetError(
+                f"the rendered context does not fit the budget of {budget} tokens even with every "
+                f"page dehydrated and folded into the Background_Context, which takes {tokens} tokens; "
+                f"raise the budget to {tokens} or more, or shorten the query, trace or registry",
+                budget=budget,
+                minimum=tokens,
+            )
+        tree, xml, tokens = governor.render(state)
+        estimate = tokens
+    errors = validation_errors(tree)
+    if errors:
+        raise ContextFormatError(
+            "rendered <PagedContext> does not match the schema (a pagedctx bug, please report it): "
+            + "; ".join(e.message for e in errors[:5]),
+            line=errors[0].line,
+            column=errors[0].column,
+        )
+    return Synthesis(xml=xml, tokens=tokens, state=state, steps=tuple(steps))
+
+
+# --- governance ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    """A governance move as assessed on one state."""
+
+    action: Action
+    page_id: str
+    phase: int
+    relevance: float
+    saving: int  # estimated tokens freed (negative when the move costs tokens)
+    cascade_parent: str | None
+
+
+class _Governor:
+    """The per-call context of `synthesize`: request, counter and the node-cost estimates."""
+
+    def __init__(self, request: SynthesisRequest, counter: TokenCounter) -> None:
+        self.request = request
+        self.counter = counter
+        self._costs: dict[tuple[str, View, int], int] = {}
+        self._wrapper = counter.count(_BACKGROUND_WRAPPER)
+
+    def render(self, state: SessionState) -> tuple[etree._Element, str, int]:
+        """The tree, its text (validated once, at the end) and the exact token count."""
+        request = self.request
+        tree = build_state_tree(
+            state,
+            current_time=request.current_time,
+            query=request.query,
+            trace=request.trace,
+            registry=request.registry,
+        )
+        xml = serialize(tree, validate=False)
+        return tree, xml, self.counter.count(xml)
+
+    # --- assessing moves
+
+    def plan(self, state: SessionState) -> list[_Move]:
+        """The moves of the lowest phase that has any, best first (module doc: order)."""
+        moves: list[_Move] = []
+        for root in state.flow:
+            for page_id, level in _shown(state, root, _ROOT_LEVEL):
+                if state.views[page_id] is not View.SUMMARY:
+                    moves.append(self._assess(state, "Dehydrate", page_id, level))
+            moves.append(self._assess(state, "Fold", root, _ROOT_LEVEL))
+        if not moves:
+            return []
+        phase = min(m.phase for m in moves)
+        pages = state.pages
+        return sorted(
+            (m for m in moves if m.phase == phase),
+            key=lambda m: (m.relevance, timeline_key(pages[m.page_id].timestamp, ""), -m.saving, m.page_id),
+        )
+
+    def apply(
+        self, state: SessionState, move: _Move, estimate: int
+    ) -> tuple[SessionState, int, TraceStep] | None:
+        """Re-assess `move` on `state` and apply it if it is still the same move; None otherwise."""
+        if move.action == "Fold":
+            if move.page_id not in state.flow:
+                return None
+            level = _ROOT_LEVEL
+        else:
+            if state.views[move.page_id] is View.SUMMARY or not is_visible(state, move.page_id):
+                return None
+            level = _level(state, move.page_id)
+        current = self._assess(state, move.action, move.page_id, level)
+        if current.phase != move.phase:
+            return None
+        mover = fold_to_background if move.action == "Fold" else dehydrate
+        result = mover(state, move.page_id)
+        if not isinstance(result, Transition):  # pragma: no cover - eligibility is checked above
+            raise RuntimeError(f"overflow governance chose an illegal move: {result.message}")
+        return result.state, -current.saving, self._step(state, current, estimate)
+
+    def _assess(self, state: SessionState, action: Action, page_id: str, level: int) -> _Move:
+        """Cost, touched pages, phase and relevance of one move on `state`."""
+        top, top_level, new_view, parent = page_id, level, View.SUMMARY, None
+        if action == "Dehydrate":
+            candidate = state.parents.get(page_id)
+            if candidate is not None and all(
+                state.views[k] is View.SUMMARY for k in state.children_of(candidate) if k != page_id
+            ):
+                parent = candidate  # the cascading fold collapses the parent to Detail (P5)
+                top, top_level, new_view = candidate, level - 1, View.DETAIL
+        before = 0
+        touches = False
+        relevance = -math.inf
+        focus = self.request.focus
+        weights = self.request.relevance
+        for shown_id, shown_level in _shown(state, top, top_level):
+            before += self._node_cost(state.pages[shown_id], state.views[shown_id], shown_level)
+            touches = touches or shown_id in focus
+            relevance = max(relevance, weights.get(shown_id, 0.0))
+        after = self._node_cost(state.pages[top], new_view, top_level)
+        if action == "Fold" and not state.background:
+            after += self._wrapper
+        phase = (1 if action == "Dehydrate" else 2) + (2 if touches else 0)
+        return _Move(
+            action=action,
+            page_id=page_id,
+            phase=phase,
+            relevance=relevance,
+            saving=before - after,
+            cascade_parent=parent,
+        )
+
+    def _step(self, state: SessionState, move: _Move, estimate: int) -> TraceStep:
+        page = state.pages[move.page_id]
+        reason = (
+            f"over budget (~{estimate} > {self.request.budget} tokens): relevance {move.relevance:.3g}, "
+            f"last touched {page.timestamp.isoformat()}; "
+        )
+        if move.action == "Fold":
+            reason += "far field folded into Background_Context"
+        else:
+            reason += "shown as Summary"
+            if move.cascade_parent is not None:
+                reason += f", parent {move.cascade_parent} folds back to Detail"
+        reason += f", saves ~{move.saving} tokens"
+        if move.phase > 2:
+            reason += "; in the intent focus, nothing else was left"
+        return TraceStep(action=move.action, target=move.page_id, reason=reason, status="ok")
+
+    # --- the cost model
+
+    def _node_cost(self, page: Page, view: View, level: int) -> int:
+        key = (page.id, view, level)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self.counter.count(_node_text(page, view, level))
+            self._costs[key] = cost
+        return cost
+
+
+def _shown(state: SessionState, top: str, level: int) -> Iterator[tuple[str, int]]:
+    """`top` and its shown descendants (below Unpacked pages), with their nesting levels."""
+    stack = [(top, level)]
+    while stack:
+        page_id, at = stack.pop()
+        yield page_id, at
+        if state.views[page_id] is View.UNPACKED:
+            stack.extend((kid, at + 1) for kid in reversed(state.children_of(page_id)))
+
+
+def _level(state: SessionState, page_id: str) -> int:
+    level = _ROOT_LEVEL
+    current = state.parents.get(page_id)
+    while current is not None:
+        level += 1
+        current = state.parents.get(current)
+    return level
+
+
+def _attribute(value: str) -> str:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _element_text(tag: str, text: str) -> str:
+    marker = ""
+    if needs_escape(text):
+        text = encode(text)
+        marker = f' {ESCAPE_ATTRIBUTE}="{ESCAPE_VALUE}"'
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    return f"<{tag}{marker}>{text}</{tag}>"
+
+
+def _node_text(page: Page, view: View, level: int) -> str:
+    """A text shaped like the page's rendered `<Node>` (an estimate: the exact count is of the XML)."""
+    indent = _INDENT * level
+    attributes = f'id="{page.id}" type="{page.type.value}" view="{view.value}" depth="{page.depth}"'
+    if page.keywords:
+        attributes += f' keywords="{_attribute(", ".join(page.keywords))}"'
+    if page.origin is not None:
+        attributes += f' origin="{page.origin.value}"'
+    attributes += f' timestamp="{page.timestamp.isoformat()}"'
+    if page.pblock is not None:
+        attributes += f' handle="{page.pblock}"'
+    if page.draft:
+        attributes += ' draft="true"'
+    if view is View.UNPACKED:
+        return f"{indent}<Node {attributes}>\n{indent}</Node>\n"
+    if view is View.DETAIL:
+        payload = _element_text("Content", page.content if isinstance(page, OriginalPage) else page.summary)
+    elif page.summary:
+        payload = _element_text("Summary", page.summary)
+    else:
+        return f"{indent}<Node {attributes}/>\n"
+    return f"{indent}<Node {attributes}>\n{indent}{_INDENT}{payload}\n{indent}</Node>\n"

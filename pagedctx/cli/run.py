@@ -1,0 +1,139 @@
+"""`pagedctx run --intent TEXT [--repo ROOT]... [--dialogue FILE]... [--doc FILE]...`: one PCP session.
+
+The main job: index what it is given if needed, prepare the first view, run the rounds with the
+`baseline` roles, print the final `<PagedContext>` (or the JSON contract) on stdout and a table per
+round (actions, tokens, pressure, faults) on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from pagedctx.host.session.loop import RoundReport
+
+EXIT_USAGE = 2
+
+
+class RunFormat(StrEnum):
+    xml = "xml"
+    json = "json"
+
+
+def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    table = Table(title=f"pagedctx run (baseline), budget {budget}")
+    for column in ("round", "actions", "tokens", "pressure", "dehydrated", "added", "faults"):
+        table.add_column(
+            column, justify="right" if column in {"round", "tokens", "dehydrated", "added"} else "left"
+        )
+    for report in reports:
+        table.add_row(
+            str(report.round),
+            "; ".join(report.actions) or ("answer" if report.answer else "-"),
+            str(report.tokens),
+            f"{report.pressure:.0%}",
+            str(report.dehydrated),
+            str(report.added),
+            "; ".join(report.faults) or "-",
+        )
+    console.print(table)
+    console.print(f"answer: {answer}" if answer else "no answer within the round cap")
+
+
+def run(
+    *,
+    intent: str = typer.Option(..., "--intent", help="What the session is about (the latest user input)."),
+    repo: list[Path] = typer.Option([], "--repo", help="A repository root to index and select from."),
+    dialogue: list[Path] = typer.Option([], "--dialogue", help="A dialogue JSONL file (one turn a line)."),
+    doc: list[Path] = typer.Option([], "--doc", help="A prose document (Markdown, reST, text)."),
+    budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget of the rendered context."),
+    profile: str | None = typer.Option(None, "--profile", help="Configuration profile (default: local)."),
+    store: str | None = typer.Option(
+        None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
+    ),
+    trace: Path | None = typer.Option(None, "--trace", help="Append one JSONL event per round to FILE."),
+    max_rounds: int = typer.Option(6, "--max-rounds", min=1, help="Stop after K rounds without an answer."),
+    output_format: RunFormat = typer.Option(
+        RunFormat.xml, "--format", help="xml (the final context) or json."
+    ),
+) -> None:
+    """Run one session with the baseline roles and print the final context."""
+    from pagedctx.config import load_config
+    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.host.ingest.index import Index
+    from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+    from pagedctx.host.session.memory import StoreMemory
+    from pagedctx.host.session.report import session_contract
+    from pagedctx.host.session.roles import baseline_worker
+    from pagedctx.host.session.setup import SessionInputs, prepare
+    from pagedctx.host.session.trace import TraceWriter
+    from pagedctx.host.store.url import open_store
+    from pagedctx.protocol.tokens import token_counter
+
+    try:
+        config = load_config(profile=profile, overrides={"store": store, "budget": budget})
+        if config.policy != "baseline":
+            raise UsageError(f"policy {config.policy!r} needs a model backend; only 'baseline' runs here")
+        for path in [*repo]:
+            if not path.is_dir():
+                raise UsageError(f"--repo {path} is not a directory")
+        for path in [*dialogue, *doc]:
+            if not path.is_file():
+                raise UsageError(f"{path} is not a file")
+        counter = token_counter(config.tokenizer)
+        store_handle = open_store(config.store_url)
+        index = Index(store_handle, tokenizer=config.tokenizer) if repo else None
+        now = datetime.now(UTC)
+        prepared = prepare(
+            SessionInputs(repos=tuple(repo), dialogues=tuple(dialogue), docs=tuple(doc)),
+            intent=intent,
+            budget=config.budget,
+            counter=counter,
+            now=now,
+            index=index,
+        )
+        parts = SessionParts(
+            blocks=prepared.blocks,
+            counter=counter,
+            clock=lambda: datetime.now(UTC),
+            worker=lambda xml, text, explored, final: baseline_worker(
+                xml, text, explored=explored, final=final
+            ),
+            block_roots=list(prepared.roots),
+            memory=StoreMemory(store_handle),
+            trace=TraceWriter(trace) if trace is not None else None,
+        )
+        request = SessionRequest(
+            session=uuid.uuid4().hex[:12], intent=intent, budget=config.budget, max_rounds=max_rounds
+        )
+        result = run_session(prepared.state, request, parts)
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    _table(result.rounds, config.budget, result.answer)
+    if output_format is RunFormat.json:
+        contract = session_contract(
+            result.state,
+            policy="baseline",
+            budget=config.budget,
+            tokens=result.tokens,
+            rounds=len(result.rounds),
+            blocks=prepared.blocks,
+            counter=counter,
+        )
+        sys.stdout.write(json.dumps(contract, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(result.xml if result.xml.endswith("\n") else result.xml + "\n")
+    sys.stdout.flush()

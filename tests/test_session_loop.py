@@ -1,0 +1,220 @@
+"""The turn loop and `pagedctx run` (issue 6 items 6-8; P8-P13): whole sessions with the baseline roles."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_select import write_repo
+from typer.testing import CliRunner
+
+from pagedctx.cli import app
+from pagedctx.errors import BudgetError
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.host.session.trace import TraceWriter, read_trace
+from pagedctx.host.store.url import open_store
+from pagedctx.pages import ConsolidatedPage, View
+from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.tokens import token_counter
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+TURNS = [
+    ("t1", "alice", "The staging server listens on port 8080 behind nginx."),
+    ("t2", "bob", "Lunch at the new ramen place on Friday?"),
+    ("t3", "alice", "We moved staging to port 9090 after the nginx upgrade."),
+    ("t4", "bob", "The quarterly report is due next Tuesday."),
+]
+DOC = (
+    "# Ops notes\n\n## Ports\n\nStaging uses the port from the deploy config.\n\n"
+    "## Backups\n\nNightly at 02:00.\n"
+)
+
+
+def write_dialogue(path: Path, turns: Sequence[tuple[str, str, str]] = TURNS) -> Path:
+    lines = [
+        json.dumps({"id": i, "speaker": s, "text": t, "timestamp": (T0 + timedelta(days=n)).isoformat()})
+        for n, (i, s, t) in enumerate(turns)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0 + timedelta(days=30)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> SessionInputs:
+    repo = write_repo(tmp_path / "repo")
+    dialogue = write_dialogue(tmp_path / "chat.jsonl")
+    doc = tmp_path / "ops.md"
+    doc.write_text(DOC)
+    return SessionInputs(repos=(repo,), dialogues=(dialogue,), docs=(doc,))
+
+
+def session(inputs: SessionInputs, tmp_path: Path, intent: str, *, budget: int, rounds: int = 4, worker=None):  # type: ignore[no-untyped-def]
+    counter = token_counter(None)
+    index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
+    clock = Clock()
+    prepared = prepare(inputs, intent=intent, budget=budget, counter=counter, now=clock(), index=index)
+    parts = SessionParts(
+        blocks=prepared.blocks,
+        counter=counter,
+        clock=clock,
+        block_roots=list(prepared.roots),
+        worker=worker
+        or (lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final)),
+        trace=TraceWriter(tmp_path / "trace.jsonl"),
+    )
+    request = SessionRequest(session="s1", intent=intent, budget=budget, max_rounds=rounds)
+    return prepared, run_session(prepared.state, request, parts)
+
+
+def test_a_session_answers_from_evidence_within_budget(inputs: SessionInputs, tmp_path: Path) -> None:
+    """P8-P12: a baseline session zooms, answers with cited evidence, and never passes its budget."""
+    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500)
+    assert result.answer is not None and "9090" in result.answer
+    assert result.tokens <= 2500 and all(r.tokens <= 2500 for r in result.rounds)
+    assert token_counter(None).count(result.xml) == result.tokens
+    document = parse_document(result.xml)
+    assert document.query == "which port does staging listen on now"
+    events = list(read_trace(tmp_path / "trace.jsonl"))
+    assert [e.round for e in events] == list(range(len(result.rounds)))
+    assert all(e.xml_tokens <= e.budget and len(e.xml_sha256) == 64 for e in events)
+    assert events[-1].answer == result.answer and events[0].policy == "baseline"
+
+
+def test_a_malformed_worker_output_is_a_fault_step_not_a_crash(inputs: SessionInputs, tmp_path: Path) -> None:
+    """P9: a Bus Fault stops the round cleanly; the state stays; the session goes on."""
+    outputs = iter(['Consult("unfinished', ""])
+
+    def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
+        return next(outputs, "") or baseline_worker(xml, text, explored=explored, final=True)
+
+    _, result = session(inputs, tmp_path, "staging port", budget=2500, rounds=3, worker=worker)
+    assert result.rounds[0].faults and "bus fault" in result.rounds[0].faults[0]
+    assert any(step.status == "fault" and step.action == "Fault" for step in result.steps)
+    assert result.answer is not None
+
+
+def test_the_sentry_pages_a_long_history(tmp_path: Path) -> None:
+    """P13: a dialogue over the pressure threshold is paged into topic segments (Consolidated)."""
+    turns = [
+        (f"t{n}", "alice", f"Port {8000 + n} is used by service number {n} on the staging box.")
+        for n in range(60)
+    ]
+    turns += [
+        (f"u{n}", "bob", f"Dinner plans for Friday number {n}: ramen, sushi or tacos.") for n in range(60)
+    ]
+    dialogue = write_dialogue(tmp_path / "long.jsonl", turns)
+    counter = token_counter(None)
+    prepared = prepare(
+        SessionInputs(dialogues=(dialogue,)), intent="which port", budget=1500, counter=counter, now=T0
+    )
+    assert prepared.sentry is not None and prepared.sentry.mode == "protocol" and prepared.sentry.switched
+    roots = [prepared.state.pages[p] for p in prepared.state.flow]
+    assert roots and all(isinstance(p, ConsolidatedPage) for p in roots)
+    assert all(prepared.state.views[p.id] is View.SUMMARY for p in roots)
+    short = prepare(
+        SessionInputs(dialogues=(write_dialogue(tmp_path / "s.jsonl"),)),
+        intent="which port",
+        budget=1500,
+        counter=counter,
+        now=T0,
+    )
+    assert short.sentry is not None and short.sentry.mode == "chat"
+
+
+VOCAB = [
+    "port",
+    "staging",
+    "server",
+    "nginx",
+    "ramen",
+    "lunch",
+    "report",
+    "settings",
+    "socket",
+    "parse",
+    "router",
+    "mount",
+    "greeting",
+    "backup",
+]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
+    budget=st.integers(900, 4000),
+    rounds=st.integers(1, 3),
+)
+def test_property_budget_never_exceeded(
+    tmp_path_factory: pytest.TempPathFactory, words: list[str], budget: int, rounds: int
+) -> None:
+    """Issue 6 done-means: over random sessions no rendered context passes the budget."""
+    tmp = tmp_path_factory.mktemp("prop")
+    repo = write_repo(tmp / "repo")
+    dialogue = write_dialogue(tmp / "chat.jsonl")
+    inputs = SessionInputs(repos=(repo,), dialogues=(dialogue,))
+    try:
+        _, result = session(inputs, tmp, " ".join(words), budget=budget, rounds=rounds)
+    except BudgetError as exc:
+        assert exc.minimum > budget
+        return
+    assert result.tokens <= budget and all(r.tokens <= budget for r in result.rounds)
+
+
+def test_cli_run_json_contract(inputs: SessionInputs, tmp_path: Path) -> None:
+    """Issue 6 item 8: `pagedctx run --format json` keeps the contract."""
+    args = [
+        "run",
+        "--intent",
+        "which port does staging listen on now",
+        "--budget",
+        "2500",
+        "--format",
+        "json",
+        "--store",
+        f"sqlite:///{tmp_path / 'cli.db'}",
+        "--trace",
+        str(tmp_path / "t.jsonl"),
+    ]
+    for repo in inputs.repos:
+        args += ["--repo", str(repo)]
+    for dialogue in inputs.dialogues:
+        args += ["--dialogue", str(dialogue)]
+    for doc in inputs.docs:
+        args += ["--doc", str(doc)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert list(data) == ["policy", "budget", "tokens", "rounds", "pages"]
+    assert data["policy"] == "baseline" and data["tokens"] <= 2500 and data["rounds"] >= 1
+    keys = ["id", "type", "view", "origin", "depth", "timestamp", "tokens", "shows"]
+    assert all(list(page) == keys for page in data["pages"])
+    shown = [s for page in data["pages"] for s in page["shows"]]
+    assert "t3" in shown
+    assert "pagedctx run (baseline)" in result.stderr
+
+
+def test_cli_run_errors_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--intent", "x", "--dialogue", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2 and "is not a file" in result.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n')
+    result = CliRunner().invoke(app, ["run", "--intent", "x", "--dialogue", str(bad)])
+    assert result.exit_code == 2 and "bad.jsonl" in result.stderr
