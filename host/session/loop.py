@@ -39,7 +39,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-TRACE_STEPS_SHOWN = 12
+TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
 
 class SessionRequest(BaseModel):
@@ -102,6 +102,16 @@ def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> fro
     return frozenset([*hot, *(a for a in added if state.views.get(a) is not View.SUMMARY)])
 
 
+def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, float]:
+    """Relevance of every page: the router's score, and for a container the best below it."""
+    out = {pid: recalled.get(pid, 0.0) for pid in state.pages}
+    for pid in sorted(state.pages, key=lambda p: -state.pages[p].depth):
+        parent = state.parents.get(pid)
+        if parent is not None and out[pid] > out[parent]:
+            out[parent] = out[pid]
+    return out
+
+
 def _sync_search(search: PageSearch, before: SessionState, after: SessionState) -> None:
     for page_id in before.pages.keys() - after.pages.keys():
         search.remove(page_id)
@@ -154,6 +164,10 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
     reports: list[RoundReport] = []
     history = list(request.history)
     explored: list[str] = []
+    proposed: set[str] = set()
+    zoomed: list[str] = []  # pages the worker consulted: its working set, in the focus
+    worker_steps: list[TraceStep] = []
+    addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
     for number in range(request.max_rounds):
         now = parts.clock()
@@ -163,11 +177,14 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
             intent=intent.text,
             search=parts.search,
             blocks=parts.blocks,
-            block_roots=parts.block_roots,
+            block_roots=parts.block_roots if intent.text not in addressed else (),
             memory=parts.memory,
             head=request.head,
             config=parts.router,
+            proposed=frozenset(proposed),
         )
+        proposed.update(pick.handle for pick in plan.pblocks)
+        addressed.add(intent.text)
         before = state
         state, added = apply_plan(state, plan, parts.blocks, now=now)
         _sync_search(parts.search, before, state)
@@ -177,9 +194,9 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
                 budget=request.budget,
                 current_time=now,
                 query=intent.text,
-                trace=tuple(steps[-TRACE_STEPS_SHOWN:]),
-                focus=_focus(state, plan.hot, added),
-                relevance=plan.relevance,
+                trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
+                focus=_focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added),
+                relevance=_relevance(state, plan.relevance),
             ),
             parts.counter,
         )
@@ -193,6 +210,7 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
         explored.extend(acted.explored)
         faults, actions, round_answer = acted.faults, acted.actions, acted.answer
         steps.extend(round_steps)
+        worker_steps.extend(s for s in round_steps if s.action not in {"Dehydrate", "Fold"})
         before = state
         state = end_round(state).state
         _sync_search(parts.search, before, state)
@@ -231,6 +249,7 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
                 )
             )
         targets = tuple(a.split(" ", 1)[1] for a in actions)
+        zoomed.extend(a.split(" ", 1)[1] for a in actions if a.startswith("Consult "))
         history.append(PreviousRound(intent=intent.text, answer=round_answer, targets=targets))
         if round_answer:
             answer = round_answer
@@ -242,7 +261,7 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
             budget=request.budget,
             current_time=now,
             query=request.intent,
-            trace=tuple(steps[-TRACE_STEPS_SHOWN:]),
+            trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
         ),
         parts.counter,
     )

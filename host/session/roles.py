@@ -80,7 +80,11 @@ def baseline_worker(
     score = {node.id: _coverage(_text(node), focus) for node in nodes}
     actions: list[dict[str, Any]] = []
     if not final:
-        summaries = [n for n in nodes if n.view is View.SUMMARY and score[n.id] >= CONSULT_AT]
+        summaries = [
+            n
+            for n in nodes
+            if n.view is View.SUMMARY and score[n.id] >= CONSULT_AT and ("Consult", n.id) not in tried
+        ]
         for node in sorted(summaries, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
             actions.append(
                 {"action": "Consult", "reason": f"covers {score[node.id]:.0%} of the intent", "id": node.id}

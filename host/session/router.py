@@ -97,8 +97,13 @@ def address(
     memory: Memory | None = None,
     head: str = "",
     config: RouterConfig | None = None,
+    proposed: frozenset[str] = frozenset(),
 ) -> RouterPlan:
-    """The baseline plan for the next view (see the module docstring)."""
+    """The baseline plan for the next view (see the module docstring).
+
+    `proposed`: block handles drafted in earlier rounds; a draft the worker let go is not proposed
+    again for the same session.
+    """
     cfg = config or RouterConfig()
     keywords = focus_terms(intent, head, cfg.head_terms)
     focus = set(keywords)
@@ -115,7 +120,7 @@ def address(
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks:
-        known = {page.pblock for page in state.pages.values() if page.pblock is not None}
+        known = {page.pblock for page in state.pages.values() if page.pblock is not None} | proposed
         for root in block_roots:
             result = blocks.search(root, keywords, cfg.block_threshold)
             for piece, score in zip(result.hits, result.scores or [1.0] * len(result.hits), strict=False):
