@@ -24,6 +24,7 @@ _STOPWORD_TEXT = """
     were when where which while who why will with would you your not no yes also just should
     via use used using make makes made add adds added fix fixes fixed allow allows
     self cls none null nil true false return def func function var let const new
+    me my mine our ours us he him his she her hers they them i am what how any anything some
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "s")

@@ -12,6 +12,7 @@ from pagedctx._version import __version__
 from pagedctx.cli import config, envelope, instructions, modules, pcr, xml
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
+from pagedctx.cli import view as view_cli
 from pagedctx.cli.index import index as index_command
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.command("index")(index_command)
 app.command("pcr")(pcr.pcr)
 app.command("select")(select_cli.select)
 app.command("run")(run_cli.run)
+app.command("view")(view_cli.view)
 
 
 def _version_callback(value: bool) -> None:

@@ -1,0 +1,172 @@
+"""Evidence recall on long multi-session conversations: is the answering turn shown in full?
+
+    python bench/dialogue.py [--conversations 10] [--budgets 1000,2000,4000] [--rounds 4]
+
+Conversations come from bench/dialogue_corpus.py (seeded; ~360 turns over ~2 months each, personal
+facts stated early, some updated later, questions at the end in other words). Each question is run
+the way `pagedctx run --dialogue FILE --intent QUESTION --budget B` runs it (the same functions:
+`prepare` + `run_session` with the baseline roles, in-process), and the final `<PagedContext>` is
+read: a question counts when its answering turn (the one stating the current value) is shown in
+full (an Original page in Detail). The full XML, system instructions included, is within B.
+References, in the same run, get the same budget for the turn texts alone (no XML overhead):
+- recent: the most recent turns that fit;
+- bm25: BM25 (bm25s, English stopwords) over the turns, the best turns that fit.
+Also reported: how often a stale value (an earlier statement of an updated fact) is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from pagedctx.errors import BudgetError
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.report import shows
+from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.protocol.tokens import token_counter
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dialogue_corpus import Conversation, Turn, generate
+
+COUNTER = token_counter(None)
+
+
+def write_jsonl(conversation: Conversation, folder: Path) -> Path:
+    path = folder / f"{conversation.id}.jsonl"
+    lines = [
+        json.dumps({"id": t.id, "speaker": t.speaker, "text": t.text, "timestamp": t.timestamp.isoformat()})
+        for t in conversation.turns
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _cost(turn: Turn) -> int:
+    return COUNTER.count(f"{turn.speaker}: {turn.text}")
+
+
+def recent(turns: list[Turn], budget: int) -> set[str]:
+    shown: set[str] = set()
+    used = 0
+    for turn in reversed(turns):
+        cost = _cost(turn)
+        if used + cost > budget:
+            break
+        shown.add(turn.id)
+        used += cost
+    return shown
+
+
+def bm25(turns: list[Turn], question: str, budget: int) -> set[str]:
+    corpus = bm25s.tokenize([t.text for t in turns], stopwords="en", return_ids=False, show_progress=False)
+    model = bm25s.BM25()
+    model.index(corpus, show_progress=False)
+    words = bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
+    scores = np.asarray(model.get_scores(list(words))) if words else np.zeros(len(turns))
+    shown: set[str] = set()
+    used = 0
+    for index in np.lexsort((np.arange(len(turns)), -scores)):
+        if scores[index] <= 0:
+            break
+        cost = _cost(turns[int(index)])
+        if used + cost <= budget:
+            shown.add(turns[int(index)].id)
+            used += cost
+    return shown
+
+
+class _Clock:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=5)
+        return self.now
+
+
+def ours(path: Path, conversation: Conversation, question: str, budget: int, rounds: int) -> set[str]:
+    clock = _Clock(conversation.turns[-1].timestamp + timedelta(hours=1))
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)), intent=question, budget=budget, counter=COUNTER, now=clock()
+    )
+    parts = SessionParts(
+        blocks=prepared.blocks,
+        counter=COUNTER,
+        clock=clock,
+        block_roots=list(prepared.roots),
+        worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
+    )
+    request = SessionRequest(session=conversation.id, intent=question, budget=budget, max_rounds=rounds)
+    try:
+        result = run_session(prepared.state, request, parts)
+    except BudgetError:
+        return set()  # the session could not render within the budget: nothing is shown
+    assert result.tokens <= budget, f"over budget: {result.tokens} > {budget}"
+    return {s for page_id in result.state.pages for s in shows(result.state, page_id, prepared.blocks)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--budgets", default="1000,2000,4000")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",")]
+    hits: dict[tuple[str, int], list[int]] = defaultdict(list)
+    stale: dict[tuple[str, int], list[int]] = defaultdict(list)
+    by_kind: dict[tuple[str, str, int], list[int]] = defaultdict(list)
+    seconds: dict[str, float] = defaultdict(float)
+    conversations = [generate(seed) for seed in range(1, args.conversations + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for conversation in conversations:
+            path = write_jsonl(conversation, Path(tmp))
+            for question in conversation.questions:
+                for budget in budgets:
+                    for name in ("recent", "bm25", "ours"):
+                        started = time.perf_counter()
+                        if name == "recent":
+                            shown = recent(conversation.turns, budget)
+                        elif name == "bm25":
+                            shown = bm25(conversation.turns, question.text, budget)
+                        else:
+                            shown = ours(path, conversation, question.text, budget, args.rounds)
+                        seconds[name] += time.perf_counter() - started
+                        hit = int(any(e in shown for e in question.evidence))
+                        hits[(name, budget)].append(hit)
+                        by_kind[(name, question.kind, budget)].append(hit)
+                        if question.stale:
+                            stale[(name, budget)].append(int(any(s in shown for s in question.stale)))
+    turns = sum(len(c.turns) for c in conversations)
+    questions = sum(len(c.questions) for c in conversations)
+    span = max(c.turns[-1].timestamp - c.turns[0].timestamp for c in conversations)
+    print(
+        f"{len(conversations)} conversations, {turns} turns, {questions} questions, up to {span.days} days each\n"
+    )
+    head = " | ".join(f"recall@{b // 1000}k" for b in budgets)
+    print(f"| selector | {head} | stale shown@{budgets[-1] // 1000}k | seconds |")
+    print("|---|" + "---|" * (len(budgets) + 2))
+    for name in ("recent", "bm25", "ours"):
+        cells = " | ".join(f"{np.mean(hits[(name, b)]):.2f}" for b in budgets)
+        print(f"| {name} | {cells} | {np.mean(stale[(name, budgets[-1])]):.2f} | {seconds[name]:.1f} |")
+    kinds = sorted({k for _, k, _ in by_kind})
+    print(f"\nper question kind, recall@{budgets[1] // 1000}k (recent / bm25 / ours):")
+    for kind in kinds:
+        cells = " / ".join(
+            f"{np.mean(by_kind[(n, kind, budgets[1])]):.2f}" for n in ("recent", "bm25", "ours")
+        )
+        print(f"  {kind:14s} {cells}")
+    print(f"\nrun at {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+
+
+if __name__ == "__main__":
+    main()

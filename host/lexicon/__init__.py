@@ -1,0 +1,1 @@
+"""Lexical resources (WordNet) for recall across different wordings."""

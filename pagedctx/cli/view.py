@@ -1,0 +1,44 @@
+"""`pagedctx view TRACE [-o FILE]`: draw a session trace as one self-contained HTML page.
+
+Issue 6 item 8. Reads the JSONL trace written by `pagedctx run --trace` and writes an HTML file
+(default: the trace's path with the suffix `.html`, e.g. `trace.jsonl` -> `trace.html`), round by
+round: the logic tree, the timeline with CURRENT_TIME, the actions, steps, faults and tokens.
+Prints the output path. A missing or damaged trace exits 2 with the reader's message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+EXIT_USAGE = 2
+
+
+def view(
+    trace: Path = typer.Argument(..., help="A JSONL session trace (pagedctx run --trace FILE)."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="The HTML file to write (default: TRACE with the suffix .html)."
+    ),
+) -> None:
+    """Draw a session trace as one HTML page (no network, no external assets)."""
+    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.host.session.trace import read_trace
+    from pagedctx.host.session.view import render_html
+
+    target = output if output is not None else trace.with_suffix(".html")
+    try:
+        if target.resolve() == trace.resolve():
+            raise UsageError(f"the output {target} would overwrite the trace")
+        events = list(read_trace(trace))
+        if not events:
+            raise UsageError(f"{trace}: the trace has no round events")
+        page = render_html(events, source=trace.name)
+        try:
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    typer.echo(str(target))

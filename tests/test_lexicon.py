@@ -1,0 +1,55 @@
+"""WordNet as a lexicon (P8 recall across wordings): read straight from Debian's wordnet-base files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pagedctx.host.lexicon.wordnet import Lexicon, find_wordnet
+
+WORDNET = find_wordnet()
+needs_wordnet = pytest.mark.skipif(
+    WORDNET is None and not os.environ.get("CI"), reason="WordNet (Debian wordnet-base) is not installed"
+)
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    assert WORDNET is not None, "CI installs wordnet-base (.ci/run); install it: apt-get install wordnet-base"
+    return Lexicon(WORDNET)
+
+
+@needs_wordnet
+def test_hypernyms_bridge_specific_and_general_words(lexicon: Lexicon) -> None:
+    """P8: "sister" is a kind of "sibling", a beagle a kind of dog, a car a kind of vehicle."""
+    assert "female sibling" in lexicon.hypernym_closure("sister")
+    assert "dog" in lexicon.hypernym_closure("beagle")
+    assert "vehicle" in lexicon.hypernym_closure("car", up=4)
+    assert lexicon.hypernym_closure("beagle")["hound"] == 0.5
+
+
+@needs_wordnet
+def test_related_words_include_synonyms_and_derivations(lexicon: Lexicon) -> None:
+    related = lexicon.related("reside")
+    assert {"live", "dwell", "inhabit"} <= set(related)
+    assert related["live"] <= 1.0
+    assert "allergy" in lexicon.related("allergic")
+
+
+@needs_wordnet
+def test_inflections_are_reduced(lexicon: Lexicon) -> None:
+    """WordNet's morphy: exception lists and detachment rules."""
+    assert lexicon.lemmas("sisters", "n") == ["sister"]
+    assert "run" in lexicon.lemmas("ran", "v")
+    assert "climb" in lexicon.lemmas("climbing", "v")
+    assert lexicon.lemmas("qwzx", "n") == []
+
+
+def test_an_absent_wordnet_relates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without WordNet the lexicon is empty, never an error."""
+    empty = Lexicon.empty()
+    assert not empty.available and empty.related("sister") == {} and empty.hypernym_closure("car") == {}
+    monkeypatch.setenv("PAGEDCTX_WORDNET", str(tmp_path))
+    assert find_wordnet() in (None, Path("/usr/share/wordnet"))
