@@ -150,7 +150,7 @@ def main() -> None:
     questions = sum(len(c.questions) for c in conversations)
     span = max(c.turns[-1].timestamp - c.turns[0].timestamp for c in conversations)
     print(
-        f"{len(conversations)} conversations, {turns} turns, {questions} questions, up to {span.days} days each\n"
+        f"{len(conversations)} conversations, {turns} turns, {questions} questions, up to {span.days} days\n"
     )
     head = " | ".join(f"recall@{b // 1000}k" for b in budgets)
     print(f"| selector | {head} | stale shown@{budgets[-1] // 1000}k | seconds |")
