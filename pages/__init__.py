@@ -20,6 +20,7 @@ from pagedctx.pages.model import (
     page_adapter,
 )
 from pagedctx.pages.moves import add_pages, consult, dehydrate, end_round, fold_to_background, shelve
+from pagedctx.pages.pmap import PMap
 from pagedctx.pages.state import (
     Fault,
     FaultCode,
@@ -43,6 +44,7 @@ __all__ = [
     "OriginalPage",
     "PBlock",
     "PBlockKind",
+    "PMap",
     "Page",
     "PageType",
     "Placement",

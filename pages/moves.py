@@ -20,10 +20,11 @@ Rules, from seed 002 sections 5.1, 6.5 and 7:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from pagedctx.pages.model import ConsolidatedPage, Origin, OriginalPage, Page, PageType, View
+from pagedctx.pages.pmap import PMapEvolver
 from pagedctx.pages.state import (
     Cause,
     Fault,
@@ -69,7 +70,7 @@ def consult(state: SessionState, page_id: str) -> Transition | Fault:
     view = state.views[page_id]
     page = state.pages[page_id]
     if view is View.SUMMARY:
-        changes: dict[str, object] = {"views": {**state.views, page_id: View.DETAIL}}
+        changes: dict[str, object] = {"views": state.views.set(page_id, View.DETAIL)}
         if page_id in state.background:
             changes["background"] = tuple(p for p in state.background if p != page_id)
             changes["flow"] = (*state.flow, page_id)
@@ -95,7 +96,7 @@ def consult(state: SessionState, page_id: str) -> Transition | Fault:
             "Explore its PBlock handle instead",
         )
     new = state.evolve(
-        views={**state.views, page_id: View.UNPACKED},
+        views=state.views.set(page_id, View.UNPACKED),
         unpacked_this_round=state.unpacked_this_round | {page_id},
     )
     return Transition(state=new, changes=(_change(page_id, view, View.UNPACKED, "instruction"),))
@@ -144,7 +145,7 @@ def fold_to_background(state: SessionState, page_id: str) -> Transition | Fault:
         )
     views, changes, unpacked = _fold_subtree(state, page_id, View.SUMMARY, "fold")
     new = state.evolve(
-        views=views,
+        views=views.persistent(),
         unpacked_this_round=unpacked,
         flow=tuple(p for p in state.flow if p != page_id),
         background=(*state.background, page_id),
@@ -199,8 +200,8 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
                 message=f"new page {page_id} cannot start Unpacked; consult it once its children are shown",
             )
 
-    all_pages = {**state.pages, **{p.id: p for p in pages}}
-    parents = dict(state.parents)
+    all_pages = state.pages.set_many({p.id: p for p in pages})
+    parents = state.parents.evolver()
     children: dict[str, list[str]] = {}
     adopted: set[str] = set()
     for page in pages:
@@ -228,7 +229,7 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
             code=FaultCode.ALREADY_NESTED, page_id=new_ids[0], message="these pages would nest in a cycle"
         )
 
-    merged_children = dict(state.children)
+    merged_children = state.children.evolver()
     for key, kids in children.items():
         merged_children[key] = (*merged_children.get(key, ()), *kids)
     new_roots = [i for i in new_ids if i not in parents]
@@ -238,13 +239,15 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
         flow = (*flow, *new_roots)
     elif placement is Placement.BACKGROUND:
         background = (*background, *new_roots)
-    all_views = {**state.views, **{i: View.SUMMARY for i in new_ids}}
+    all_views = state.views.evolver()
+    for page_id in new_ids:
+        all_views[page_id] = View.SUMMARY
     folded_views, fold_changes, unpacked = _fold_adopted(state, all_views, adopted)
     new = state.evolve(
         pages=all_pages,
-        views=folded_views,
-        parents=parents,
-        children=merged_children,
+        views=folded_views.persistent(),
+        parents=parents.persistent(),
+        children=merged_children.persistent(),
         flow=flow,
         background=background,
         unpacked_this_round=unpacked,
@@ -259,7 +262,7 @@ def add_pages(  # noqa: C901 - validation first, then one pass of construction
                 page_id=page_id,
                 message=f"new page {page_id} is not shown, so it can only start in Summary",
             )
-        new = new.evolve(views={**new.views, page_id: view})
+        new = new.evolve(views=new.views.set(page_id, view))
         changes.append(_change(page_id, View.SUMMARY, view, "host"))
     return Transition(state=new, changes=tuple(changes))
 
@@ -274,18 +277,26 @@ def end_round(state: SessionState) -> RoundEnd:
     content), drafts in Unpacked become solid Consolidated pages, and drafts in Summary are
     discarded with their hidden draft descendants. Always succeeds.
     """
-    views = dict(state.views)
+    views = state.views.evolver()
     changes: list[ViewChange] = []
-    for page_id, view in state.views.items():
-        if view is View.UNPACKED and all(views[k] is View.SUMMARY for k in state.children_of(page_id)):
-            views[page_id] = View.DETAIL
-            changes.append(_change(page_id, View.UNPACKED, View.DETAIL, "round_end"))
+    # Only a page unpacked this round may have every child in Summary (an invariant of every
+    # state, see `check_invariants`), so only those are looked at; they change in `views` order.
+    idle = [
+        page_id
+        for page_id in state.unpacked_this_round
+        if state.views[page_id] is View.UNPACKED
+        and all(state.views[k] is View.SUMMARY for k in state.children_of(page_id))
+    ]
+    for page_id in state.views.in_order(idle):
+        views[page_id] = View.DETAIL
+        changes.append(_change(page_id, View.UNPACKED, View.DETAIL, "round_end"))
 
     edit = _TreeEdit.of(state, views)
     solidified: list[str] = []
     discarded: list[str] = []
-    for page_id, page in state.pages.items():
-        if not page.draft or page_id not in edit.pages:
+    for page_id in state.pages.in_order(state.drafts):  # the drafts, in the order of `pages`
+        page = state.pages[page_id]
+        if page_id not in edit.pages:
             continue
         view = views[page_id]
         if view is View.SUMMARY:
@@ -327,7 +338,7 @@ def _change(page_id: str, before: View, after: View, cause: Cause) -> ViewChange
 
 def _fold_to_summary(
     state: SessionState,
-    views: dict[str, View],
+    views: MutableMapping[str, View],
     unpacked: set[str],
     changes: list[ViewChange],
     start: Iterable[str],
@@ -346,9 +357,9 @@ def _fold_to_summary(
 
 def _fold_subtree(
     state: SessionState, page_id: str, target: View, cause: Cause
-) -> tuple[dict[str, View], tuple[ViewChange, ...], frozenset[str]]:
+) -> tuple[PMapEvolver[str, View], tuple[ViewChange, ...], frozenset[str]]:
     """Set `page_id` to `target` and every descendant to Summary; returns views, changes, unpacked."""
-    views = dict(state.views)
+    views = state.views.evolver()
     changes: list[ViewChange] = []
     unpacked = set(state.unpacked_this_round)
     if views[page_id] is not target:
@@ -372,12 +383,14 @@ def _lower(state: SessionState, page_id: str, target: View, cause: Cause) -> Tra
         changes = (*changes, _change(parent, views[parent], View.DETAIL, "cascade"))
         views[parent] = View.DETAIL
         unpacked = unpacked - {parent}
-    return Transition(state=state.evolve(views=views, unpacked_this_round=unpacked), changes=changes)
+    return Transition(
+        state=state.evolve(views=views.persistent(), unpacked_this_round=unpacked), changes=changes
+    )
 
 
 def _fold_adopted(
-    state: SessionState, views: dict[str, View], adopted: Iterable[str]
-) -> tuple[dict[str, View], tuple[ViewChange, ...], frozenset[str]]:
+    state: SessionState, views: PMapEvolver[str, View], adopted: Iterable[str]
+) -> tuple[PMapEvolver[str, View], tuple[ViewChange, ...], frozenset[str]]:
     """Pages adopted by a new (Summary, hence closed) container become hidden: fold them."""
     changes: list[ViewChange] = []
     unpacked = set(state.unpacked_this_round)
@@ -401,20 +414,20 @@ def _has_cycle(parents: Mapping[str, str], start: Iterable[str]) -> bool:
 class _TreeEdit:
     """Working copies of a state's tree for moves that remove pages (round end)."""
 
-    pages: dict[str, Page]
-    views: dict[str, View]
-    parents: dict[str, str]
-    children: dict[str, list[str]]
+    pages: PMapEvolver[str, Page]
+    views: PMapEvolver[str, View]
+    parents: PMapEvolver[str, str]
+    children: PMapEvolver[str, tuple[str, ...]]
     flow: list[str]
     background: list[str]
 
     @classmethod
-    def of(cls, state: SessionState, views: dict[str, View]) -> _TreeEdit:
+    def of(cls, state: SessionState, views: PMapEvolver[str, View]) -> _TreeEdit:
         return cls(
-            pages=dict(state.pages),
+            pages=state.pages.evolver(),
             views=views,
-            parents=dict(state.parents),
-            children={k: list(v) for k, v in state.children.items()},
+            parents=state.parents.evolver(),
+            children=state.children.evolver(),
             flow=list(state.flow),
             background=list(state.background),
         )
@@ -423,7 +436,11 @@ class _TreeEdit:
         """Cut a page from its parent; it becomes a root (hidden unless shown)."""
         parent = self.parents.pop(page_id, None)
         if parent is not None:
-            self.children[parent].remove(page_id)
+            kids = tuple(k for k in self.children[parent] if k != page_id)
+            if kids:
+                self.children[parent] = kids
+            else:  # a container left without children lists none
+                del self.children[parent]
 
     def remove_with_drafts(self, page_id: str) -> list[str]:
         """Remove a page and its draft descendants; solid descendants stay as hidden roots."""
@@ -432,7 +449,7 @@ class _TreeEdit:
         stack = [page_id]
         while stack:
             current = stack.pop()
-            for kid in self.children.pop(current, []):
+            for kid in self.children.pop(current, ()):
                 del self.parents[kid]
                 if self.pages[kid].draft:
                     stack.append(kid)
@@ -447,10 +464,10 @@ class _TreeEdit:
 
     def apply(self, state: SessionState, **changes: object) -> SessionState:
         return state.evolve(
-            pages=self.pages,
-            views=self.views,
-            parents=self.parents,
-            children={k: tuple(v) for k, v in self.children.items() if v},
+            pages=self.pages.persistent(),
+            views=self.views.persistent(),
+            parents=self.parents.persistent(),
+            children=self.children.persistent(),
             flow=tuple(self.flow),
             background=tuple(self.background),
             **changes,

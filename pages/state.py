@@ -12,9 +12,9 @@ flow and background hold distinct roots.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, InstanceOf, model_validator
 
 from pagedctx.pages.model import (
     Activation,
@@ -22,6 +22,7 @@ from pagedctx.pages.model import (
     PageType,
     View,
 )
+from pagedctx.pages.pmap import PMap
 
 __all__ = [
     "Cause",
@@ -87,20 +88,38 @@ class Placement(enum.StrEnum):
     INDEX = "index"  # known to the session but not shown (Shelved)
 
 
+def _is_draft(page: Page) -> bool:
+    return page.draft
+
+
+def _page_map(pages: PMap[str, Page] | dict[str, Page] | None = None) -> PMap[str, Page]:
+    """Pages as a persistent map that keeps the set of draft pages (`PMap.marked`) up to date."""
+    if pages is None:
+        return PMap(marker=_is_draft)
+    if not isinstance(pages, PMap):
+        return PMap.adopt(pages, marker=_is_draft)
+    return pages if pages.marker is _is_draft else pages.with_marker(_is_draft)
+
+
+_TREE_FIELDS = ("views", "parents", "children")
+
+
 class SessionState(BaseModel):
     """What one session shows: pages, their logic tree, the shown roots and every page's view.
 
     `parents` and `children` are the two directions of the logic tree, kept together so that both
     walks are dictionary look-ups (a round must stay fast at 100k pages). Pages not reachable from
-    a shown root are hidden and always in Summary.
+    a shown root are hidden and always in Summary. The mappings are persistent (`PMap`): a move
+    copies what it changes, not the 100k entries around it. Given plain dicts, the state takes
+    them over: they must not be changed afterwards.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    pages: dict[str, Page] = Field(default_factory=dict)
-    views: dict[str, View] = Field(default_factory=dict)
-    parents: dict[str, str] = Field(default_factory=dict)
-    children: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    pages: Annotated[PMap[str, Page], AfterValidator(_page_map)] = Field(default_factory=_page_map)
+    views: PMap[str, View] = Field(default_factory=PMap)
+    parents: PMap[str, str] = Field(default_factory=PMap)
+    children: PMap[str, tuple[str, ...]] = Field(default_factory=PMap)
     flow: tuple[str, ...] = ()
     background: tuple[str, ...] = ()
     unpacked_this_round: frozenset[str] = frozenset()
@@ -114,10 +133,25 @@ class SessionState(BaseModel):
         return self
 
     def evolve(self, **changes: object) -> SessionState:
-        """A copy with `changes` applied, skipping validation (moves keep the invariants)."""
+        """A copy with `changes` applied, skipping validation (moves keep the invariants).
+
+        Mappings may be given as `PMap`s (derived from this state's, sharing their storage) or as
+        plain dicts, which the new state takes over.
+        """
+        if "pages" in changes:
+            changes["pages"] = _page_map(changes["pages"])  # type: ignore[arg-type]
+        for name in _TREE_FIELDS:
+            value = changes.get(name)
+            if value is not None and not isinstance(value, PMap):
+                changes[name] = PMap.adopt(value)  # type: ignore[arg-type]
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields.update(changes)
         return SessionState.model_construct(**fields)
+
+    @property
+    def drafts(self) -> frozenset[str]:
+        """Ids of the draft pages (kept up to date as states are derived: no walk over the pages)."""
+        return self.pages.marked
 
     def children_of(self, page_id: str) -> tuple[str, ...]:
         """Child page ids of a page (empty for leaves and for containers with none materialized)."""

@@ -19,7 +19,7 @@ round leaves the persisted state byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_EXPLORE_THRESHOLD",
     "BusFaultRecord",
     "BusOutcome",
+    "TakenIds",
     "apply_actions",
 ]
 
@@ -68,6 +69,21 @@ class BusOutcome(BaseModel):
     materialized: tuple[str, ...] = ()
 
 
+class TakenIds(set[str]):
+    """The page ids in use: those of a state's pages (looked up, not copied) and those added since.
+
+    What `materialize` and `short_hash` need to widen a new id on collision, without copying
+    100,000 ids into a set each round.
+    """
+
+    def __init__(self, pages: Mapping[str, object]) -> None:
+        super().__init__()
+        self._pages = pages
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._pages or super().__contains__(item)
+
+
 class _Refused(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -88,12 +104,21 @@ class _Round:
         self.threshold = threshold
         self.max_hits = max_hits
         self.made: list[str] = []
-        self._by_handle: dict[str, str] = {
-            page.pblock: pid for pid, page in state.pages.items() if page.pblock is not None
-        }
+        self._handles: dict[str, str] | None = None
+
+    @property
+    def _by_handle(self) -> dict[str, str]:
+        """Page id by PBlock handle, over the pages known when the round began and those it made.
+
+        Built on first use: Consult and Shelve of pages that map no block never need it.
+        """
+        if self._handles is None:
+            state = self.state
+            self._handles = {page.pblock: pid for pid, page in state.pages.items() if page.pblock is not None}
+        return self._handles
 
     def _add(self, pieces: Sequence[Piece], depth: int) -> list[Any]:
-        taken = set(self.state.pages)
+        taken = TakenIds(self.state.pages)
         pages = [materialize(piece, taken=taken, depth=depth, draft=True) for piece in pieces]
         for piece, page in zip(pieces, pages, strict=True):
             self._by_handle[piece.handle] = page.id

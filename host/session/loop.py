@@ -103,9 +103,21 @@ def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> fro
 
 
 def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, float]:
-    """Relevance of every page: the router's score, and for a container the best below it."""
-    out = {pid: recalled.get(pid, 0.0) for pid in state.pages}
-    for pid in sorted(state.pages, key=lambda p: -state.pages[p].depth):
+    """Relevance of pages: the router's score, and for a container the best below it (missing = 0).
+
+    Scores only rise from the recalled pages to their ancestors (relevance is never negative), so
+    only those are listed and visited, deepest first as over the whole tree; every other page has
+    relevance 0, which synthesis reads as missing.
+    """
+    pages = state.pages
+    touched: dict[str, None] = {}
+    for pid in recalled:
+        current: str | None = pid if pid in pages else None
+        while current is not None and current not in touched:
+            touched[current] = None
+            current = state.parents.get(current)
+    out = {pid: recalled.get(pid, 0.0) for pid in touched}
+    for pid in sorted(pages.in_order(touched), key=lambda p: -pages[p].depth):
         parent = state.parents.get(pid)
         if parent is not None and out[pid] > out[parent]:
             out[parent] = out[pid]
@@ -113,12 +125,18 @@ def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, flo
 
 
 def _sync_search(search: PageSearch, before: SessionState, after: SessionState) -> None:
-    for page_id in before.pages.keys() - after.pages.keys():
+    """Re-index the pages that are new or replaced and drop the removed ones, in proportion to them.
+
+    `search` indexes every page of `before` (run_session indexes the first state and syncs after
+    every change); if it holds fewer pages than that, every page is checked, as a safety net.
+    """
+    removed, changed = after.pages.diff(before.pages)
+    for page_id in removed:
         search.remove(page_id)
-    fresh = [
-        page for pid, page in after.pages.items() if pid not in search or before.pages.get(pid) is not page
-    ]
-    search.add_pages(fresh)
+    if len(search) < len(before.pages) - len(removed):
+        known = set(changed)
+        changed = [pid for pid in after.pages if pid not in search or pid in known]
+    search.add_pages(after.pages[pid] for pid in changed)
 
 
 @dataclass

