@@ -27,6 +27,7 @@ from pagedctx.pages import (
     dehydrate,
     is_visible,
 )
+from pagedctx.pages.exchange import evict
 from pagedctx.protocol.context import RegistryEntry, TraceStep
 from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.render import render_state
@@ -128,22 +129,26 @@ def test_non_focus_pages_are_dehydrated_by_relevance_then_staleness_then_saving(
     assert all(s.status == "ok" and "relevance" in s.reason for s in result.steps)
 
 
-def test_focus_pages_wait_until_the_far_field_is_dehydrated_and_folded() -> None:
-    """P12: dehydrate outside the focus, then fold the far field into Background_Context, then
-    dehydrate the focus, then fold it; the least relevant focus page is still the last touched."""
+def test_focus_pages_wait_until_the_far_field_is_dehydrated_folded_and_evicted() -> None:
+    """P12, P3: dehydrate outside the focus, fold the far field into Background_Context, evict it
+    to the index (least relevant first), and only then dehydrate, fold and evict the focus."""
     state = detailed(page(1, 80), page(2, 80), page(3, 80))
     state = ok(dehydrate(state, pid(3)))  # a Summary root: only a fold can move it
     relevance = {pid(1): 0.0, pid(2): 0.5, pid(3): 0.9}
     fields = {"focus": frozenset({pid(1)}), "relevance": relevance}
     floor = minimum(state, **fields)
     result = synthesize(state, request(floor, **fields), COUNTER)
-    assert targets(result)[:4] == [
+    assert targets(result)[:5] == [
         ("Dehydrate", pid(2)),
         ("Fold", pid(2)),
         ("Fold", pid(3)),
-        ("Dehydrate", pid(1)),
+        ("Evict", pid(2)),
+        ("Evict", pid(3)),
     ]
-    assert targets(result)[4:] in ([], [("Fold", pid(1))])
+    assert (
+        targets(result)[5:]
+        == [("Dehydrate", pid(1)), ("Fold", pid(1)), ("Evict", pid(1))][: len(targets(result)) - 5]
+    )
     assert result.tokens <= floor
 
 
@@ -155,9 +160,18 @@ def test_focus_is_dehydrated_only_when_the_rest_is_not_enough() -> None:
     kept = synthesize(state, request(size(near) + 3, **fields), COUNTER)
     assert targets(kept) == [("Dehydrate", pid(2))]
     assert kept.state.views[pid(1)] is View.DETAIL
-    result = synthesize(state, request(size(near) - 3, **fields), COUNTER)
-    assert targets(result) == [("Dehydrate", pid(2)), ("Fold", pid(2)), ("Dehydrate", pid(1))]
-    assert "intent focus" in result.steps[-1].reason
+    evicted = synthesize(state, request(size(near) - 3, **fields), COUNTER)
+    assert targets(evicted) == [("Dehydrate", pid(2)), ("Fold", pid(2)), ("Evict", pid(2))]
+    assert evicted.state.views[pid(1)] is View.DETAIL
+    tight = size(ok(dehydrate(ok(evict(near, pid(2))), pid(1))))
+    result = synthesize(state, request(tight, **fields), COUNTER)
+    assert targets(result)[:4] == [
+        ("Dehydrate", pid(2)),
+        ("Fold", pid(2)),
+        ("Evict", pid(2)),
+        ("Dehydrate", pid(1)),
+    ]
+    assert "intent focus" in result.steps[3].reason
 
 
 def test_a_container_holding_the_focus_keeps_it_shown_while_its_siblings_go() -> None:
@@ -249,10 +263,10 @@ def test_the_same_inputs_give_the_same_output_byte_for_byte() -> None:
 
 
 def test_governance_steps_are_valid_trace_steps_of_a_later_turn() -> None:
-    """P6: the Dehydrate and Fold steps render (schema-valid) in a later turn's Reasoning_Trace."""
+    """P6: the Dehydrate, Fold and Evict steps render (schema-valid) in a later turn's Reasoning_Trace."""
     state = detailed(page(1, 100), page(2, 100))
     result = synthesize(state, request(minimum(state), focus=frozenset({pid(1)})), COUNTER)
-    assert {s.action for s in result.steps} == {"Dehydrate", "Fold"}
+    assert {s.action for s in result.steps} == {"Dehydrate", "Fold", "Evict"}
     later = synthesize(result.state, request(100_000, trace=result.steps), COUNTER)
     assert parse_document(later.xml).trace == result.steps
 

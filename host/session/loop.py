@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 from pagedctx.errors import BusFault
 from pagedctx.host.session.blocks import BlockProvider
 from pagedctx.host.session.bus import apply_actions
+from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, address, apply_plan
@@ -93,7 +94,7 @@ class SessionParts:
     memory: Memory | None = None
     trace: TraceWriter | None = None
     router: RouterConfig = field(default_factory=RouterConfig)
-    search: PageSearch = field(default_factory=PageSearch)
+    search: PageSearch = field(default_factory=ExpandedSearch)
 
 
 def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
@@ -174,7 +175,9 @@ def _act(state: SessionState, raw: str, parts: SessionParts) -> _Acted:
     return acted
 
 
-def run_session(initial: SessionState, request: SessionRequest, parts: SessionParts) -> SessionResult:
+def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
+    initial: SessionState, request: SessionRequest, parts: SessionParts
+) -> SessionResult:
     """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""
     state = initial
     parts.search.add_pages(state.pages.values())
@@ -187,9 +190,13 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
     worker_steps: list[TraceStep] = []
     addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
+    last_focus: frozenset[str] = frozenset()
+    last_relevance: dict[str, float] = {}
     for number in range(request.max_rounds):
         now = parts.clock()
         intent = scaffold(request.intent, history)
+        if isinstance(parts.search, ExpandedSearch):
+            parts.search.set_query(f"{request.head} {intent.text}")
         plan = address(
             state,
             intent=intent.text,
@@ -206,6 +213,8 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
         before = state
         state, added = apply_plan(state, plan, parts.blocks, now=now)
         _sync_search(parts.search, before, state)
+        last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
+        last_relevance = _relevance(state, plan.relevance)
         synthesis = synthesize(
             state,
             SynthesisRequest(
@@ -213,8 +222,8 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
                 current_time=now,
                 query=intent.text,
                 trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
-                focus=_focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added),
-                relevance=_relevance(state, plan.relevance),
+                focus=last_focus,
+                relevance=last_relevance,
             ),
             parts.counter,
         )
@@ -245,27 +254,15 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
         )
         reports.append(report)
         if parts.trace is not None:
-            parts.trace.append(
-                RoundEvent(
-                    session=request.session,
-                    round=number,
-                    time=now,
-                    policy=request.policy,
-                    input=request.intent,
-                    intent=intent.text,
-                    plan=plan.model_dump(mode="json"),
-                    xml_sha256=hashlib.sha256(synthesis.xml.encode()).hexdigest(),
-                    xml_tokens=synthesis.tokens,
-                    budget=request.budget,
-                    worker_output=raw,
-                    actions=acted.action_dicts,
-                    steps=round_steps,
-                    faults=[{"message": f} for f in faults],
-                    answer=round_answer,
-                    state_digest=state_digest(state),
-                    pages=page_lines(state),
-                )
-            )
+            event = {
+                "session": request.session, "round": number, "time": now, "policy": request.policy,
+                "input": request.intent, "intent": intent.text, "plan": plan.model_dump(mode="json"),
+                "xml_sha256": hashlib.sha256(synthesis.xml.encode()).hexdigest(),
+                "xml_tokens": synthesis.tokens,
+                "budget": request.budget, "worker_output": raw, "actions": acted.action_dicts,
+                "steps": round_steps, "faults": [{"message": f} for f in faults], "answer": round_answer,
+            }  # fmt: skip
+            parts.trace.append(RoundEvent(**event, state_digest=state_digest(state), pages=page_lines(state)))
         targets = tuple(a.split(" ", 1)[1] for a in actions)
         zoomed.extend(a.split(" ", 1)[1] for a in actions if a.startswith("Consult "))
         history.append(PreviousRound(intent=intent.text, answer=round_answer, targets=targets))
@@ -280,6 +277,8 @@ def run_session(initial: SessionState, request: SessionRequest, parts: SessionPa
             current_time=now,
             query=request.intent,
             trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
+            focus=frozenset(p for p in last_focus if p in state.pages),
+            relevance=last_relevance,
         ),
         parts.counter,
     )

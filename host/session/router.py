@@ -30,6 +30,7 @@ from pagedctx.host.session.bus import TakenIds
 from pagedctx.host.session.memory import Memory, MemoryItem
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
+from pagedctx.pages.exchange import inject, is_shelved_root
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
@@ -151,13 +152,18 @@ def _try(state: SessionState, page_id: str) -> SessionState | None:
 
 
 def reveal(state: SessionState, page_id: str, view: View) -> SessionState:
-    """Unpack the ancestors of a page and raise it to `view`; the state as given if a move fails."""
+    """Inject its root if Shelved, unpack its ancestors, raise it to `view`; the state as given if a
+    move fails."""
     chain: list[str] = []
     current = state.parents.get(page_id)
     while current is not None:
         chain.append(current)
         current = state.parents.get(current)
     work: SessionState | None = state
+    top = chain[-1] if chain else page_id
+    if is_shelved_root(state, top):  # a cold root comes back first (P3 hot/cold exchange)
+        injected = inject(state, top)
+        work = injected.state if isinstance(injected, Transition) else None
     for ancestor in reversed(chain):
         while work is not None and work.views[ancestor] is not View.UNPACKED:
             work = _try(work, ancestor)

@@ -6,13 +6,16 @@ one `TraceStep` per governance action. The input state is never changed (states 
 governance applies `pagedctx.pages.moves` and keeps the new states it returns).
 
 Overflow governance (P12, seed 002 section III.2 and the synthesis step): while the document is
-over budget, moves are taken in four phases, the lowest phase that has a move always first:
+over budget, moves are taken in six phases, the lowest phase that has a move always first:
 
 1. `Dehydrate` (`moves.dehydrate`) a shown Detail/Unpacked page whose move touches no focus page;
 2. `Fold` (`moves.fold_to_background`) a root of the Linear_Flow that touches no focus page into
    the Background_Context (the far field);
-3. `Dehydrate` moves that touch the focus;
-4. `Fold` roots that touch the focus.
+3. `Evict` (`exchange.evict`) a Background_Context root that is not in the focus out of the
+   context into the page index (Shelved, P3: known and searchable, brought back when addressed);
+4. `Dehydrate` moves that touch the focus;
+5. `Fold` roots that touch the focus;
+6. `Evict` focus roots from the Background_Context.
 
 A move "touches" the pages it lowers or hides: the shown subtree of the page (or of the root), plus,
 when dehydrating the last non-Summary child of an Unpacked parent, the parent (which collapses to
@@ -73,6 +76,7 @@ from pagedctx.pages import (
     fold_to_background,
     is_visible,
 )
+from pagedctx.pages.exchange import evict
 from pagedctx.protocol.context import RegistryEntry, TraceStep
 from pagedctx.protocol.render import build_state_tree, serialize, timeline_key
 from pagedctx.protocol.schema import validation_errors
@@ -86,7 +90,8 @@ _INDENT = "  "  # lxml's pretty_print indentation per level
 _BACKGROUND_WRAPPER = f"{_INDENT}<Background_Context>\n{_INDENT}</Background_Context>\n"
 
 Relevance = Annotated[float, Field(allow_inf_nan=False)]
-Action = Literal["Dehydrate", "Fold"]
+Action = Literal["Dehydrate", "Fold", "Evict"]
+_PHASE = {"Dehydrate": 1, "Fold": 2, "Evict": 3}
 
 
 class SynthesisRequest(BaseModel):
@@ -247,6 +252,8 @@ class _Governor:
                 if state.views[page_id] is not View.SUMMARY:
                     moves.append(self._assess(state, "Dehydrate", page_id, level, subtrees))
             moves.append(self._assess(state, "Fold", root, _ROOT_LEVEL, subtrees))
+        for root in state.background:
+            moves.append(self._assess(state, "Evict", root, _ROOT_LEVEL))
         if not moves:
             return []
         phase = min(m.phase for m in moves)
@@ -264,6 +271,10 @@ class _Governor:
             if move.page_id not in state.flow:
                 return None
             level = _ROOT_LEVEL
+        elif move.action == "Evict":
+            if move.page_id not in state.background:
+                return None
+            level = _ROOT_LEVEL
         else:
             if state.views[move.page_id] is View.SUMMARY or not is_visible(state, move.page_id):
                 return None
@@ -271,7 +282,7 @@ class _Governor:
         current = self._assess(state, move.action, move.page_id, level)
         if current.phase != move.phase:
             return None
-        mover = fold_to_background if move.action == "Fold" else dehydrate
+        mover = {"Fold": fold_to_background, "Evict": evict, "Dehydrate": dehydrate}[move.action]
         result = mover(state, move.page_id)
         if not isinstance(result, Transition):  # pragma: no cover - eligibility is checked above
             raise RuntimeError(f"overflow governance chose an illegal move: {result.message}")
@@ -331,6 +342,18 @@ class _Governor:
                 if alone:
                     parent = candidate  # the cascading fold collapses the parent to Detail (P5)
                     top, top_level, new_view = candidate, level - 1, View.DETAIL
+        if action == "Evict":
+            cost = self._node_cost(state.pages[page_id], View.SUMMARY, top_level)
+            wrapper = self._wrapper if len(state.background) == 1 else 0
+            touches = page_id in self.request.focus
+            return _Move(
+                action=action,
+                page_id=page_id,
+                phase=_PHASE[action] + (3 if touches else 0),
+                relevance=self.request.relevance.get(page_id, 0.0),
+                saving=cost + wrapper,
+                cascade_parent=None,
+            )
         if subtrees is not None:
             below = subtrees[top]
             before, touches, relevance = below.cost, below.touches, below.relevance
@@ -347,7 +370,7 @@ class _Governor:
         after = self._node_cost(state.pages[top], new_view, top_level)
         if action == "Fold" and not state.background:
             after += self._wrapper
-        phase = (1 if action == "Dehydrate" else 2) + (2 if touches else 0)
+        phase = _PHASE[action] + (3 if touches else 0)
         return _Move(
             action=action,
             page_id=page_id,
@@ -365,12 +388,14 @@ class _Governor:
         )
         if move.action == "Fold":
             reason += "far field folded into Background_Context"
+        elif move.action == "Evict":
+            reason += "far field evicted to the page index (Shelved)"
         else:
             reason += "shown as Summary"
             if move.cascade_parent is not None:
                 reason += f", parent {move.cascade_parent} folds back to Detail"
         reason += f", saves ~{move.saving} tokens"
-        if move.phase > 2:
+        if move.phase > 3:
             reason += "; in the intent focus, nothing else was left"
         return TraceStep(action=move.action, target=move.page_id, reason=reason, status="ok")
 
