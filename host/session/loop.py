@@ -40,6 +40,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+TRACE_SHARE = 0.15  # of the budget, at most, for the shown <Reasoning_Trace>
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
 
@@ -101,6 +102,21 @@ def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> fro
     from pagedctx.pages import View
 
     return frozenset([*hot, *(a for a in added if state.views.get(a) is not View.SUMMARY)])
+
+
+def _shown_trace(steps: Sequence[TraceStep], budget: int, counter: TokenCounter) -> tuple[TraceStep, ...]:
+    """The latest worker steps, at most `TRACE_STEPS_SHOWN` and `TRACE_SHARE` of the budget."""
+    shown: list[TraceStep] = []
+    used = 0
+    for step in reversed(steps[-TRACE_STEPS_SHOWN:]):
+        cost = (
+            counter.count(f'<Step action="{step.action}" target="{step.target}" reason="{step.reason}"/>') + 4
+        )
+        if used + cost > TRACE_SHARE * budget:
+            break
+        shown.append(step)
+        used += cost
+    return tuple(reversed(shown))
 
 
 def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, float]:
@@ -221,7 +237,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
                 budget=request.budget,
                 current_time=now,
                 query=intent.text,
-                trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
+                trace=_shown_trace(worker_steps, request.budget, parts.counter),
                 focus=last_focus,
                 relevance=last_relevance,
             ),
@@ -276,7 +292,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             budget=request.budget,
             current_time=now,
             query=request.intent,
-            trace=tuple(worker_steps[-TRACE_STEPS_SHOWN:]),
+            trace=_shown_trace(worker_steps, request.budget, parts.counter),
             focus=frozenset(p for p in last_focus if p in state.pages),
             relevance=last_relevance,
         ),

@@ -38,6 +38,7 @@ from pagedctx.pages.state import Transition
 __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms"]
 
 BASELINE = "baseline"
+RECENCY = 0.15
 
 
 class RouterConfig(BaseModel):
@@ -112,8 +113,13 @@ def address(
     recalled = [(pid, s) for pid, s in search.top(keywords, 4 * (cfg.max_hot + cfg.max_indexed) + 8)]
     recalled = [(pid, s) for pid, s in recalled if pid in state.pages]
     best = max((s for _, s in recalled), default=0.0)
+    # P7: among pages about the same thing the latest counts most (a fact updated later wins).
+    by_time = sorted((pid for pid, _ in recalled), key=lambda pid: (state.pages[pid].timestamp, pid))
+    recency = {pid: (n + 1) / len(by_time) for n, pid in enumerate(by_time)}
     combined = {
-        pid: round(0.5 * (s / best if best else 0.0) + 0.5 * _coverage(state, pid, focus), 6)
+        pid: round(
+            0.5 * (s / best if best else 0.0) + 0.5 * _coverage(state, pid, focus) + RECENCY * recency[pid], 6
+        )
         for pid, s in recalled
     }
     ranked = sorted(combined, key=lambda pid: (-combined[pid], pid))
