@@ -27,7 +27,7 @@ from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import RouterConfig, address, apply_plan
+from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_for_budget
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, state_digest
@@ -206,6 +206,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     worker_steps: list[TraceStep] = []
     addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
+    router_config = (
+        parts.router
+        if parts.router.max_hot is not None
+        else parts.router.model_copy(update={"max_hot": hot_for_budget(request.budget)})
+    )
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
     for number in range(request.max_rounds):
@@ -221,7 +226,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             block_roots=parts.block_roots if intent.text not in addressed else (),
             memory=parts.memory,
             head=request.head,
-            config=parts.router,
+            config=router_config,
             proposed=frozenset(proposed),
         )
         proposed.update(pick.handle for pick in plan.pblocks)

@@ -39,14 +39,21 @@ __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "
 
 BASELINE = "baseline"
 RECENCY = 0.15
+DEFAULT_MAX_HOT = 6
+HOT_TOKENS = 250  # one hot page costs about this much shown (itself and the siblings its reveal shows)
+
+
+def hot_for_budget(budget: int) -> int:
+    """How many pages a budget can take hot: one per `HOT_TOKENS`, between 2 and 12."""
+    return max(2, min(12, budget // HOT_TOKENS))
 
 
 class RouterConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_hot: int = Field(default=6, ge=0)
+    max_hot: int | None = Field(default=None, ge=0, description="None: scaled with the budget (loop)")
     max_indexed: int = Field(default=12, ge=0)
-    hot_ratio: float = Field(default=0.5, gt=0, le=1)
+    hot_ratio: float = Field(default=0.3, gt=0, le=1)
     max_pblocks: int = Field(default=6, ge=0)
     draft_detail: float = Field(default=0.6, gt=0, le=1)
     block_threshold: float = Field(default=0.35, gt=0, le=1)
@@ -108,9 +115,10 @@ def address(
     again for the same session.
     """
     cfg = config or RouterConfig()
+    max_hot = cfg.max_hot if cfg.max_hot is not None else DEFAULT_MAX_HOT
     keywords = focus_terms(intent, head, cfg.head_terms)
     focus = set(keywords)
-    recalled = [(pid, s) for pid, s in search.top(keywords, 4 * (cfg.max_hot + cfg.max_indexed) + 8)]
+    recalled = [(pid, s) for pid, s in search.top(keywords, 4 * (max_hot + cfg.max_indexed) + 8)]
     recalled = [(pid, s) for pid, s in recalled if pid in state.pages]
     best = max((s for _, s in recalled), default=0.0)
     # P7: among pages about the same thing the latest counts most (a fact updated later wins).
@@ -124,7 +132,7 @@ def address(
     }
     ranked = sorted(combined, key=lambda pid: (-combined[pid], pid))
     top = combined[ranked[0]] if ranked else 0.0
-    hot = tuple(pid for pid in ranked[: cfg.max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
+    hot = tuple(pid for pid in ranked[:max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks and block_roots:
