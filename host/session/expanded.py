@@ -28,7 +28,7 @@ _REQUEST_TEXT = (
     "said say mentioned told forgot forget currently now these days moment present right"
 )
 REQUEST_WORDS = frozenset(_REQUEST_TEXT.split())
-WEIGHT = 0.6
+WEIGHT = 1.5
 FEEDBACK = 3
 _MIN_WEIGHT = 0.25
 
