@@ -42,7 +42,12 @@ from lxml import etree
 
 from pagedctx.host.session.blocks import ProviderSet
 from pagedctx.host.session.bus import apply_actions
-from pagedctx.host.session.loop import _focus, _relevance, _sync_search  # run_session's own steps
+from pagedctx.host.session.loop import (  # run_session's own steps
+    NODE_TOKENS,
+    _focus,
+    _relevance,
+    _sync_search,
+)
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, RouterPlan, address, apply_plan
 from pagedctx.host.session.synthesis import Synthesis, SynthesisRequest, synthesize
@@ -301,7 +306,7 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
     start = clock()
     plan = address(state, intent=intent, search=search, config=run.config)
     addressed = clock()
-    planned, added = apply_plan(state, plan, None, now=now)
+    planned, added = apply_plan(state, plan, None, now=now, max_nodes=run.budget // NODE_TOKENS)
     _sync_search(search, state, planned)
     applied = clock()
     request = SynthesisRequest(

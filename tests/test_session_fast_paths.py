@@ -88,6 +88,8 @@ def _reference_plan(governor: _Governor, state: SessionState) -> list[_Move]:
             if state.views[page_id] is not View.SUMMARY:
                 moves.append(governor._assess(state, "Dehydrate", page_id, level))
         moves.append(governor._assess(state, "Fold", root, 2))
+    for root in state.background:
+        moves.append(governor._assess(state, "Evict", root, 2))
     if not moves:
         return []
     phase = min(m.phase for m in moves)

@@ -40,6 +40,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+NODE_TOKENS = 45  # a shown <Node> costs about this much: the router opens no more than fit
 TRACE_SHARE = 0.15  # of the budget, at most, for the shown <Reasoning_Trace>
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
@@ -232,7 +233,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
-        state, added = apply_plan(state, plan, parts.blocks, now=now)
+        state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=request.budget // NODE_TOKENS)
         _sync_search(parts.search, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         last_relevance = _relevance(state, plan.relevance)

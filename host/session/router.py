@@ -187,10 +187,43 @@ def reveal(state: SessionState, page_id: str, view: View) -> SessionState:
     return work if work is not None else state
 
 
+def _visible_count(state: SessionState) -> int:
+    count = 0
+    stack = [*state.flow, *state.background]
+    while stack:
+        page_id = stack.pop()
+        count += 1
+        if state.views[page_id] is View.UNPACKED:
+            stack.extend(state.children_of(page_id))
+    return count
+
+
+def _reveal_cost(state: SessionState, page_id: str) -> int:
+    """Nodes a reveal would make visible: an injected root, the children of each ancestor it unpacks."""
+    chain: list[str] = []
+    current = state.parents.get(page_id)
+    while current is not None:
+        chain.append(current)
+        current = state.parents.get(current)
+    top = chain[-1] if chain else page_id
+    cost = 1 if is_shelved_root(state, top) else 0
+    return cost + sum(len(state.children_of(a)) for a in chain if state.views[a] is not View.UNPACKED)
+
+
 def apply_plan(
-    state: SessionState, plan: RouterPlan, blocks: BlockProvider | None, *, now: datetime
+    state: SessionState,
+    plan: RouterPlan,
+    blocks: BlockProvider | None,
+    *,
+    now: datetime,
+    max_nodes: int | None = None,
 ) -> tuple[SessionState, list[str]]:
-    """Carry out a plan (see the module docstring); returns the new state and the pages added."""
+    """Carry out a plan (see the module docstring); returns the new state and the pages added.
+
+    `max_nodes`: stop revealing once about that many nodes would be visible (the budget divided by a
+    node's typical cost), so the view is not opened wider than governance would keep; the best hot
+    page is always revealed.
+    """
     added: list[str] = []
     taken = TakenIds(state.pages)
     new_pages: list[OriginalPage | ConsolidatedPage] = []
@@ -227,10 +260,15 @@ def apply_plan(
         if isinstance(result, Transition):
             state = result.state
             added = [p.id for p in new_pages]
-    for page_id in plan.hot:
-        if page_id in state.pages:
-            state = reveal(state, page_id, View.DETAIL)
-    for page_id in plan.indexed:
-        if page_id in state.pages:
-            state = reveal(state, page_id, View.SUMMARY)
+    visible = _visible_count(state) if max_nodes is not None else 0
+    targets = [(p, View.DETAIL) for p in plan.hot] + [(p, View.SUMMARY) for p in plan.indexed]
+    for number, (page_id, view) in enumerate(targets):
+        if page_id not in state.pages:
+            continue
+        if max_nodes is not None:
+            cost = _reveal_cost(state, page_id)
+            if number > 0 and visible + cost > max_nodes:
+                continue
+            visible += cost
+        state = reveal(state, page_id, view)
     return state, added
