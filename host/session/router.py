@@ -39,6 +39,7 @@ __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "
 
 BASELINE = "baseline"
 RECENCY = 0.15
+DIGEST = 0.5
 DEFAULT_MAX_HOT = 6
 HOT_TOKENS = 250  # one hot page costs about this much shown (itself and the siblings its reveal shows)
 
@@ -130,6 +131,9 @@ def address(
         )
         for pid, s in recalled
     }
+    for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
+        if state.children_of(pid):
+            combined[pid] = round(value * DIGEST, 6)
     ranked = sorted(combined, key=lambda pid: (-combined[pid], pid))
     top = combined[ranked[0]] if ranked else 0.0
     hot = tuple(pid for pid in ranked[:max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
