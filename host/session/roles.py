@@ -22,8 +22,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pagedctx.host.lexicon.wordnet import Lexicon
 from pagedctx.host.select.terms import terms
 from pagedctx.host.session.blocks import code_identifiers, lead, to_keywords
+from pagedctx.host.session.expanded import query_words, widen_text
 from pagedctx.pages import Page, PageType, View
 from pagedctx.protocol.context import ContextNode
 from pagedctx.protocol.parse import parse_document
@@ -50,7 +52,12 @@ def _text(node: ContextNode) -> str:
 
 
 def _coverage(text: str, focus: set[str]) -> float:
-    return len(set(terms(text)) & focus) / len(focus) if focus else 0.0
+    """The share of the focus terms a text covers, in its own words or what they are (WordNet)."""
+    if not focus:
+        return 0.0
+    lexicon = Lexicon.default()
+    words = set(widen_text(lexicon, text)) if lexicon.available else set(terms(text))
+    return len(words & focus) / len(focus)
 
 
 def _evidence(nodes: Sequence[ContextNode], focus: set[str]) -> tuple[str, list[str]]:
@@ -74,7 +81,7 @@ def baseline_worker(
 ) -> str:
     """One Worker step over the rendered context: a v2.2 envelope (see the module docstring)."""
     document = parse_document(xml)
-    focus = set(terms(intent))
+    focus = set(terms(query_words(intent)))
     tried = {(step.action, step.target) for step in document.trace if step.status != "fault"}
     nodes = _flatten([*document.flow, *(document.background or ())], [])
     score = {node.id: _coverage(_text(node), focus) for node in nodes}
