@@ -27,6 +27,7 @@ from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_for_budget
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
@@ -97,6 +98,7 @@ class SessionParts:
     trace: TraceWriter | None = None
     router: RouterConfig = field(default_factory=RouterConfig)
     search: PageSearch = field(default_factory=ExpandedSearch)
+    registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
 
 
 def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
@@ -263,6 +265,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         before = state
         state = end_round(state).state
         _sync_search(parts.search, before, state)
+        if parts.registry is not None:
+            parts.registry.save(state)
         report = RoundReport(
             round=number,
             intent=intent.text,

@@ -75,6 +75,7 @@ def run(
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
     from pagedctx.host.session.memory import StoreMemory
+    from pagedctx.host.session.registry import SessionRegistry
     from pagedctx.host.session.report import session_contract
     from pagedctx.host.session.roles import baseline_worker
     from pagedctx.host.session.setup import SessionInputs, prepare
@@ -115,8 +116,10 @@ def run(
             memory=StoreMemory(store_handle),
             trace=TraceWriter(trace) if trace is not None else None,
         )
+        session_id = uuid.uuid4().hex[:12]
+        parts.registry = SessionRegistry(store_handle, session_id)
         request = SessionRequest(
-            session=uuid.uuid4().hex[:12], intent=intent, budget=config.budget, max_rounds=max_rounds
+            session=session_id, intent=intent, budget=config.budget, max_rounds=max_rounds
         )
         result = run_session(prepared.state, request, parts)
     except PagedctxError as exc:

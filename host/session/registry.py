@@ -1,0 +1,141 @@
+"""The index manager's page registry in the store (P3, P12): a session's state, persisted per round.
+
+A session is kept under `pagedctx/session/{id}/`: `pages` (hash: page id -> page JSON), `views`
+(hash: page id -> view), `parents` (hash: child id -> parent id), `meta` (string: flow,
+background, round, pages unpacked this round), and `heat` (hash: page id -> `{"heat",
+"last_round", "topic"}`: how often the page was Hot, when it was last touched). `save` writes only
+what changed since the state it was loaded from or last saved, in one store batch: a round is
+persisted whole or not at all, so a failure anywhere in a round leaves the persisted state exactly
+as it was (the loop saves only an applied round). `load` rebuilds the state and checks its
+invariants; a registry that does not hold together is refused with a StoreError, never half-used.
+Activation (Hot / Indexed / Shelved) is derived from the state, staleness from `last_round`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pagedctx.errors import StoreError
+from pagedctx.host.store.base import Store
+from pagedctx.pages import Activation, SessionState, View, page_adapter
+from pagedctx.pages.state import activation
+
+__all__ = ["PageHeat", "SessionRegistry"]
+
+PREFIX = "pagedctx/session/"
+
+
+class PageHeat(BaseModel):
+    """How often a page was Hot, and the round it was last shown beyond Summary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    heat: int = 0
+    last_round: int = -1
+    topic: str | None = None
+
+
+class SessionRegistry:
+    """One session's pages in a store (see the module docstring)."""
+
+    def __init__(self, store: Store, session: str) -> None:
+        if not session or "/" in session:
+            raise ValueError(f"session id {session!r} must be non-empty and carry no '/'")
+        self.store = store
+        self.session = session
+        self._base = f"{PREFIX}{session}/"
+        self._saved: SessionState | None = None
+        self._heat: dict[str, PageHeat] = {}
+
+    def _key(self, name: str) -> str:
+        return self._base + name
+
+    def exists(self) -> bool:
+        return self.store.get(self._key("meta")) is not None
+
+    def load(self) -> SessionState:
+        """The persisted state (an empty state for a new session)."""
+        meta_raw = self.store.get(self._key("meta"))
+        if meta_raw is None:
+            self._saved, self._heat = SessionState(), {}
+            return self._saved
+        try:
+            meta = json.loads(meta_raw)
+            raw_pages = self.store.hgetall(self._key("pages"))
+            pages = {pid: page_adapter.validate_json(raw) for pid, raw in raw_pages.items()}
+            views = {pid: View(v) for pid, v in self.store.hgetall(self._key("views")).items()}
+            parents = self.store.hgetall(self._key("parents"))
+            children: dict[str, list[str]] = {}
+            for child in sorted(parents, key=lambda c: (pages[c].timestamp, c)):
+                children.setdefault(parents[child], []).append(child)
+            state = SessionState(
+                pages=pages,
+                views=views,
+                parents=parents,
+                children={p: tuple(k) for p, k in children.items()},
+                flow=tuple(meta["flow"]),
+                background=tuple(meta["background"]),
+                unpacked_this_round=frozenset(meta["unpacked"]),
+                round=meta["round"],
+            )
+            raw_heat = self.store.hgetall(self._key("heat"))
+            heat = {pid: PageHeat.model_validate_json(raw) for pid, raw in raw_heat.items()}
+        except (ValueError, KeyError, ValidationError) as exc:
+            raise StoreError(
+                f"session {self.session!r} in {self.store.url} does not hold together ({exc}); "
+                "start a new session or delete its keys"
+            ) from exc
+        self._saved, self._heat = state, heat
+        return state
+
+    def heat(self, page_id: str) -> PageHeat:
+        return self._heat.get(page_id, PageHeat())
+
+    def activation(self, state: SessionState, page_id: str) -> Activation:
+        return activation(state, page_id)
+
+    def staleness(self, page_id: str, current_round: int) -> int:
+        """Rounds since the page was last shown beyond Summary (the round count if never)."""
+        last = self.heat(page_id).last_round
+        return current_round - last if last >= 0 else current_round + 1
+
+    def save(self, state: SessionState) -> int:
+        """Persist `state` in one batch, writing only what changed; returns the writes made."""
+        before = self._saved or SessionState()
+        heat = dict(self._heat)
+        for page_id, view in state.views.items():
+            if view is not View.SUMMARY:
+                old = heat.get(page_id, PageHeat(topic=state.pages[page_id].topic_id))
+                heat[page_id] = old.model_copy(update={"heat": old.heat + 1, "last_round": state.round})
+        gone = sorted(set(before.pages) - set(state.pages))
+        pages = {pid: p.model_dump_json() for pid, p in state.pages.items() if before.pages.get(pid) is not p}
+        views = {pid: v.value for pid, v in state.views.items() if before.views.get(pid) is not v}
+        parents = {c: p for c, p in state.parents.items() if before.parents.get(c) != p}
+        orphaned = sorted(c for c in before.parents if c not in state.parents and c not in gone)
+        heat_writes = {pid: h.model_dump_json() for pid, h in heat.items() if self._heat.get(pid) != h}
+        meta: dict[str, Any] = {
+            "flow": list(state.flow),
+            "background": list(state.background),
+            "unpacked": sorted(state.unpacked_this_round),
+            "round": state.round,
+        }
+        with self.store.batch() as batch:
+            if gone:
+                for name in ("pages", "views", "parents", "heat"):
+                    batch.hdel(self._key(name), *gone)
+            if orphaned:
+                batch.hdel(self._key("parents"), *orphaned)
+            if pages:
+                batch.hset(self._key("pages"), pages)
+            if views:
+                batch.hset(self._key("views"), views)
+            if parents:
+                batch.hset(self._key("parents"), parents)
+            if heat_writes:
+                batch.hset(self._key("heat"), heat_writes)
+            batch.set(self._key("meta"), json.dumps(meta))
+        self._saved, self._heat = state, heat
+        return len(gone) + len(pages) + len(views) + len(parents) + len(heat_writes) + 1
