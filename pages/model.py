@@ -24,6 +24,7 @@ __all__ = [
     "Page",
     "PageType",
     "View",
+    "clean_keyword",
     "is_handle",
     "page_adapter",
 ]
@@ -72,6 +73,11 @@ class PBlockKind(enum.StrEnum):
     DIALOGUE = "Dialogue"
     FILE = "File"
     STREAM = "Stream"
+
+
+def clean_keyword(text: str) -> str:
+    """`text` made a valid keyword: forbidden characters as spaces, trimmed ('' if nothing is left)."""
+    return _KEYWORD_FORBIDDEN.sub(" ", text).strip()
 
 
 def _check_keyword(value: str) -> str:

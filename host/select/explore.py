@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.errors import UsageError
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import Catalog, load_catalog
-from pagedctx.host.select.rank import BODY
+from pagedctx.host.select.rank import lexical_scores
 from pagedctx.host.select.terms import terms
 
 __all__ = ["DEFAULT_THRESHOLD", "ExploreHit", "ExploreResult", "explore_code"]
@@ -81,8 +81,7 @@ def explore_code(
     query = terms(" ".join(words))
     hits: list[ExploreHit] = []
     if rows and query:
-        scores = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[: len(catalog)]
-        scores = scores + BODY * np.asarray(catalog.body.get_scores(query), dtype=np.float64)[: len(catalog)]
+        scores = lexical_scores(catalog, query)
         scoped = np.array(rows, dtype=np.int64)
         local = scores[scoped]
         best = float(local.max()) if len(local) else 0.0

@@ -82,16 +82,21 @@ def _mentions(catalog: Catalog, intent: str) -> dict[int, float]:
     return found
 
 
+def lexical_scores(catalog: Catalog, query: list[str]) -> FloatArray:
+    """BM25 over chunk heads plus `BODY` times BM25 over body identifiers, for every row (unnormalised)."""
+    n = len(catalog)
+    head = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[:n]
+    body = np.asarray(catalog.body.get_scores(query), dtype=np.float64)[:n]
+    return head + BODY * body
+
+
 def rank(catalog: Catalog, intent: str) -> Ranking:
     """Score every chunk of the catalog for the intent (see the module docstring)."""
     n = len(catalog)
     if n == 0:
         empty = np.zeros(0)
         return Ranking(empty, empty, frozenset())
-    query = terms(intent)
-    head = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[:n]
-    body = np.asarray(catalog.body.get_scores(query), dtype=np.float64)[:n]
-    lexical = _normalised(head + BODY * body)
+    lexical = _normalised(lexical_scores(catalog, terms(intent)))
     named = _mentions(catalog, intent)
     mention = np.zeros(n)
     for row, weight in named.items():

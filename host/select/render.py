@@ -26,6 +26,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.model import Selection
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
 from pagedctx.pages.ids import short_hash
+from pagedctx.pages.model import clean_keyword
 from pagedctx.protocol.render import render_state
 
 __all__ = ["read_indexed_file", "selection_state", "selection_text", "selection_xml"]
@@ -50,8 +51,7 @@ def read_indexed_file(index: Index, path: str) -> str:
 
 def _keyword(text: str) -> str:
     """A keyword (P6) from a path or name: no commas or control characters, never empty."""
-    cleaned = "".join(" " if ch == "," or ord(ch) < 32 or ord(ch) == 127 else ch for ch in text).strip()
-    return cleaned or "-"
+    return clean_keyword(text) or "-"
 
 
 def _chunks(index: Index, selection: Selection) -> dict[str, Chunk]:

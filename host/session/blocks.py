@@ -35,7 +35,7 @@ from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
 from pagedctx.host.select.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, PBlock, PBlockKind, short_hash
-from pagedctx.pages.model import Handle, Keyword
+from pagedctx.pages.model import Handle, Keyword, clean_keyword
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = [
@@ -64,7 +64,6 @@ __all__ = [
 
 MAX_KEYWORDS = 5
 LEAD_CHARS = 160
-_KEYWORD_BAD = re.compile(r"[,\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s|$)")
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 _CODE_WORD = re.compile(
@@ -261,7 +260,7 @@ def to_keywords(words: Iterable[str], limit: int = MAX_KEYWORDS) -> tuple[str, .
     """Valid page keywords from candidates: trimmed, without commas or control chars, unique, capped."""
     out: dict[str, None] = {}
     for word in words:
-        clean = _KEYWORD_BAD.sub(" ", word).strip()
+        clean = clean_keyword(word)
         if clean and clean not in out:
             out[clean] = None
         if len(out) >= limit:
@@ -291,8 +290,13 @@ def salient_keywords(text: str, limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
     return to_keywords((spelled[k] for k in ranked), limit)
 
 
-def consensus_keywords(pieces: Sequence[Piece], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
-    """Keywords of a container (P1: consensus of children): those most children share, in order."""
+class _HasKeywords(Protocol):
+    @property
+    def keywords(self) -> tuple[str, ...]: ...
+
+
+def consensus_keywords(pieces: Sequence[_HasKeywords], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
+    """Keywords of a container (P1: consensus of children, pieces or pages): those most share, in order."""
     count: Counter[str] = Counter()
     first: dict[str, int] = {}
     for piece in pieces:

@@ -28,6 +28,7 @@ _REQUEST_TEXT = (
     "said say mentioned told forgot forget currently now these days moment present right"
 )
 REQUEST_WORDS = frozenset(_REQUEST_TEXT.split())
+_REQUEST_TERMS = frozenset(terms(_REQUEST_TEXT))
 WEIGHT = 1.5
 FEEDBACK = 3
 _MIN_WEIGHT = 0.25
@@ -124,8 +125,7 @@ class ExpandedSearch(PageSearch):
         The names (capitalised words) of the `FEEDBACK` best pages are added to the query at half
         weight: "my sibling" finds "my sister Ines ...", and then "Ines relocated to ..." too.
         """
-        framing = set(terms(" ".join(REQUEST_WORDS)))
-        first = self._first_pass([t for t in query if t not in framing])
+        first = self._first_pass([t for t in query if t not in _REQUEST_TERMS])
         best = sorted(first, key=lambda p: (-first[p], p))[:FEEDBACK]
         names = [n for p in best for n in self._names.get(p, ())]
         if not names:

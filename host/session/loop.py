@@ -32,7 +32,7 @@ from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, state_digest
-from pagedctx.pages import SessionState
+from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
 from pagedctx.protocol.context import TraceStep
 from pagedctx.protocol.instructions import Explore, parse_worker_output
@@ -102,8 +102,6 @@ class SessionParts:
 
 
 def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
-    from pagedctx.pages import View
-
     return frozenset([*hot, *(a for a in added if state.views.get(a) is not View.SUMMARY)])
 
 

@@ -23,16 +23,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedctx.host.lexicon.wordnet import Lexicon
+from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.select.terms import terms
-from pagedctx.host.session.blocks import code_identifiers, lead, to_keywords
+from pagedctx.host.session.blocks import code_identifiers, consensus_keywords, lead
 from pagedctx.host.session.expanded import query_words, widen_text
 from pagedctx.pages import Page, PageType, View
 from pagedctx.protocol.context import ContextNode
 from pagedctx.protocol.parse import parse_document
 
-__all__ = ["BASELINE", "baseline_worker", "consolidate", "missing_identifiers"]
-
-BASELINE = "baseline"
+__all__ = ["baseline_worker", "consolidate"]
 CONSULT_AT = 0.3
 EXPLORE_AT = 0.15
 MAX_CONSULTS = 3
@@ -148,7 +147,7 @@ def baseline_worker(
             "confidence": round(max(score.values(), default=0.0), 2),
             "risk": "low",
             "explain": (rationale or "baseline step")[:280],
-            "model": BASELINE,
+            "model": BASELINE_POLICY,
         },
         "data": {"actions": actions, "answer": answer, "rationale": rationale or "baseline step"},
     }
@@ -167,18 +166,4 @@ def consolidate(pages: Sequence[Page]) -> tuple[str, tuple[str, ...]]:
     summary = " | ".join(dict.fromkeys(x for x in leads if x))
     if names:
         summary += " [ids: " + ", ".join(names) + "]"
-    counted: dict[str, int] = {}
-    for page in pages:
-        for keyword in page.keywords:
-            counted[keyword] = counted.get(keyword, 0) + 1
-    keywords = to_keywords(sorted(counted, key=lambda k: (-counted[k], k)))
-    return summary or "(empty)", keywords
-
-
-def missing_identifiers(summary: str, pages: Sequence[Page]) -> list[str]:
-    """Identifiers the sources name that a summary dropped (P10 Payload Error when not empty)."""
-    wanted: dict[str, None] = {}
-    for page in pages:
-        for name in code_identifiers(page.summary + "\n" + (getattr(page, "content", "") or "")):
-            wanted.setdefault(name, None)
-    return [name for name in wanted if name not in summary]
+    return summary or "(empty)", consensus_keywords(pages)

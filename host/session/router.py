@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import PagedctxError
+from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.select.terms import terms
 from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
 from pagedctx.host.session.bus import TakenIds
@@ -37,7 +38,6 @@ from pagedctx.pages.state import Transition
 
 __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms"]
 
-BASELINE = "baseline"
 RECENCY = 0.15
 DIGEST = 0.5
 DEFAULT_MAX_HOT = 6
@@ -75,7 +75,7 @@ class RouterPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    policy: str = BASELINE
+    policy: str = BASELINE_POLICY
     intent_focus: str
     keywords: tuple[str, ...]
     hot: tuple[str, ...] = ()
@@ -169,14 +169,20 @@ def _try(state: SessionState, page_id: str) -> SessionState | None:
     return result.state if isinstance(result, Transition) else None
 
 
-def reveal(state: SessionState, page_id: str, view: View) -> SessionState:
-    """Inject its root if Shelved, unpack its ancestors, raise it to `view`; the state as given if a
-    move fails."""
+def _ancestors(state: SessionState, page_id: str) -> list[str]:
+    """The parent, grandparent, ... of a page, nearest first."""
     chain: list[str] = []
     current = state.parents.get(page_id)
     while current is not None:
         chain.append(current)
         current = state.parents.get(current)
+    return chain
+
+
+def reveal(state: SessionState, page_id: str, view: View) -> SessionState:
+    """Inject its root if Shelved, unpack its ancestors, raise it to `view`; the state as given if a
+    move fails."""
+    chain = _ancestors(state, page_id)
     work: SessionState | None = state
     top = chain[-1] if chain else page_id
     if is_shelved_root(state, top):  # a cold root comes back first (P3 hot/cold exchange)
@@ -204,11 +210,7 @@ def _visible_count(state: SessionState) -> int:
 
 def _reveal_cost(state: SessionState, page_id: str) -> int:
     """Nodes a reveal would make visible: an injected root, the children of each ancestor it unpacks."""
-    chain: list[str] = []
-    current = state.parents.get(page_id)
-    while current is not None:
-        chain.append(current)
-        current = state.parents.get(current)
+    chain = _ancestors(state, page_id)
     top = chain[-1] if chain else page_id
     cost = 1 if is_shelved_root(state, top) else 0
     return cost + sum(len(state.children_of(a)) for a in chain if state.views[a] is not View.UNPACKED)

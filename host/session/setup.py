@@ -22,11 +22,18 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
 from pagedctx.host.select.terms import terms
-from pagedctx.host.session.blocks import Piece, ProviderSet, code_identifiers, lead, materialize, to_keywords
+from pagedctx.host.session.blocks import (
+    Piece,
+    ProviderSet,
+    code_identifiers,
+    consensus_keywords,
+    lead,
+    materialize,
+    to_keywords,
+)
 from pagedctx.host.session.providers.code import CodeProvider
 from pagedctx.host.session.providers.dialogue import DialogueProvider
 from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.roles import consolidate
 from pagedctx.host.session.sentry import SentryConfig, SentryDecision, topic_segments, watch
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
@@ -92,7 +99,8 @@ def _dialogue_pages(
     segment_tokens: int,
     recent_tokens: int,
 ) -> tuple[list[Page], dict[str, View], set[str]]:
-    """Pages of a dialogue, their views, and the segment roots kept out of the flow (Shelved, P3)."""
+    """Pages of a dialogue, their views, and the pages kept out of the flow (Shelved, P3): the older
+    segment roots and their turns."""
     if decision.mode == "chat":
         pages: list[Page] = [materialize(t, taken=taken, depth=0, draft=False) for t in turns]
         return pages, {p.id: View.DETAIL for p in pages}, set()
@@ -101,11 +109,11 @@ def _dialogue_pages(
     )
     pages = []
     views: dict[str, View] = {}
-    roots: list[tuple[str, int]] = []
+    roots: list[tuple[set[str], int]] = []
     for segment in segments:
         chosen = [turns[i] for i in segment]
         members = [materialize(t, taken=taken, depth=1, draft=False) for t in chosen]
-        _, keywords = consolidate(members)
+        keywords = consensus_keywords(members)
         page_id = short_hash(f"segment:{chosen[0].handle}:{chosen[-1].handle}", taken)
         taken.add(page_id)
         pages.extend(members)
@@ -122,16 +130,16 @@ def _dialogue_pages(
             )
         )
         views[page_id] = View.SUMMARY
-        roots.append((page_id, len(summary) // 4 + 40))
+        roots.append(({page_id, *(m.id for m in members)}, len(summary) // 4 + 40))
     # The most recent segments stay in the flow within `recent_tokens`; older ones are Shelved:
     # known and searchable, brought back when the router addresses them.
-    shown, used = set(), 0
-    for page_id, cost in reversed(roots):
-        if used + cost > recent_tokens:
-            break
-        shown.add(page_id)
+    shelved: set[str] = set()
+    used = 0
+    for ids, cost in reversed(roots):
         used += cost
-    return pages, views, {page_id for page_id, _ in roots} - shown
+        if used > recent_tokens or shelved:
+            shelved |= ids
+    return pages, views, shelved
 
 
 def prepare(
@@ -178,15 +186,9 @@ def prepare(
             config=sentry,
         )
         for _, turns in dialogue_turns:
-            pages, views, shelved = _dialogue_pages(
+            pages, views, hidden = _dialogue_pages(
                 turns, decision, taken, inputs.segment_tokens, int(budget * inputs.recent_share)
             )
-            hidden = set(shelved) | {
-                kid
-                for p in pages
-                if p.id in shelved and isinstance(p, ConsolidatedPage)
-                for kid in p.source_ids
-            }
             state = _added(state, [p for p in pages if p.id not in hidden], views)
             state = _added(state, [p for p in pages if p.id in hidden], {}, Placement.INDEX)
     for path in inputs.docs:
