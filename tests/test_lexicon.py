@@ -53,3 +53,11 @@ def test_an_absent_wordnet_relates_nothing(tmp_path: Path, monkeypatch: pytest.M
     assert not empty.available and empty.related("sister") == {} and empty.hypernym_closure("car") == {}
     monkeypatch.setenv("PAGEDCTX_WORDNET", str(tmp_path))
     assert find_wordnet() in (None, Path("/usr/share/wordnet"))
+
+
+@needs_wordnet
+def test_a_closure_holds_the_base_forms(lexicon: Lexicon) -> None:
+    """What a text says is widened from its words' base forms too: "living" is also "live"."""
+    closure = lexicon.hypernym_closure("living")
+    assert closure["live"] == 1.0
+    assert "living" not in closure

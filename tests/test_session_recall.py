@@ -52,3 +52,21 @@ def test_incremental_index_scores_like_a_fresh_one(
     got, want = live.scores(query), fresh.scores(query)
     assert got.keys() == want.keys()
     assert all(math.isclose(got[k], want[k]) for k in got)
+
+
+def test_grouped_scores_count_a_group_once_at_its_best_weighted_term() -> None:
+    """P8 recall across wordings: a page naming three synonyms of one word is not three times about it."""
+    search = PageSearch()
+    search.add("a1", ["dwell", "inhabit", "live"])
+    search.add("b2", ["live"])
+    search.add("c3", ["flight"])
+    group = {"reside": 1.0, "dwell": 0.5, "inhabit": 0.5, "live": 0.5}
+    grouped = search.grouped_scores([group])
+    assert set(grouped) == {"a1", "b2"}
+    summed = search.scores(["dwell", "inhabit", "live"])
+    assert grouped["a1"] < summed["a1"]  # the best of the group, not the sum
+    single = search.scores(["live"])
+    assert math.isclose(grouped["b2"], 0.5 * single["b2"])  # weighted by the relation's closeness
+    assert (
+        search.grouped_scores([{"flight": 1.0}, {"flight": 1.0}])["c3"] == 2 * search.scores(["flight"])["c3"]
+    )

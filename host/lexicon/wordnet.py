@@ -162,12 +162,13 @@ class Lexicon:
         return dict(_related(self, word.lower(), up))
 
     def hypernym_closure(self, word: str, *, up: int = 3) -> dict[str, float]:
-        """Hypernyms of a word's first senses up to `up` levels, for expanding what a text says."""
+        """Base forms of a word and the hypernyms of its first senses up to `up` levels (what a text says)."""
         out: dict[str, float] = {}
         if self._files is None:
             return out
         for pos in ("n", "v"):
             for lemma in self.lemmas(word, pos):
+                out[lemma] = 1.0  # the base form ("living" is also "live")
                 for offset in self._offsets(lemma, pos):
                     for name, weight in self._climb(offset, pos, up):
                         out[name] = max(out.get(name, 0.0), weight)

@@ -39,19 +39,21 @@ def _words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1 << 15)
-def _widen_word(lexicon: Lexicon, word: str, query: bool) -> tuple[str, ...]:
+def _widen_word(lexicon: Lexicon, word: str, query: bool) -> tuple[tuple[str, float], ...]:
+    """The terms of the words related to `word`, each with its closest relation's weight."""
     related = lexicon.related(word, up=1) if query else lexicon.hypernym_closure(word, up=3)
-    out: list[str] = []
+    out: dict[str, float] = {}
     for name, weight in related.items():
         if weight >= _MIN_WEIGHT:
-            out.extend(terms(name))
-    return tuple(dict.fromkeys(out))
+            for term in terms(name):
+                out[term] = max(out.get(term, 0.0), weight)
+    return tuple(out.items())
 
 
 def widen_text(lexicon: Lexicon, text: str) -> list[str]:
     """A text's own terms and the terms of what its words are (hypernyms, synonyms)."""
     own = terms(text)
-    extra = [t for word in dict.fromkeys(_words(text)) for t in _widen_word(lexicon, word, False)]
+    extra = [t for word in dict.fromkeys(_words(text)) for t, _ in _widen_word(lexicon, word, False)]
     return own + extra
 
 
@@ -64,7 +66,7 @@ def widen_query(lexicon: Lexicon, text: str) -> list[str]:
     """A query's own terms and the terms of related words (synonyms, derivations, one level)."""
     text = query_words(text)
     own = terms(text)
-    extra = [t for word in dict.fromkeys(_words(text)) for t in _widen_word(lexicon, word, True)]
+    extra = [t for word in dict.fromkeys(_words(text)) for t, _ in _widen_word(lexicon, word, True)]
     return list(dict.fromkeys(own + extra))
 
 
@@ -93,6 +95,7 @@ class ExpandedSearch(PageSearch):
         self.weight = weight
         self.widened = PageSearch()
         self._query_text = ""
+        self._groups: list[tuple[frozenset[str], dict[str, float]]] = []
         self._names: dict[str, tuple[str, ...]] = {}
 
     def add_pages(self, pages: Iterable[Page]) -> None:
@@ -110,11 +113,44 @@ class ExpandedSearch(PageSearch):
     def set_query(self, text: str) -> None:
         """The words of the next query, for widening (the terms alone are stemmed past WordNet)."""
         self._query_text = text
+        self._groups = self._word_groups(text)
+
+    def _word_groups(self, text: str) -> list[tuple[frozenset[str], dict[str, float]]]:
+        """Per content word of the query: its own terms, and the terms of related words, weighted."""
+        groups = []
+        for word in dict.fromkeys(_words(query_words(text))):
+            own = frozenset(terms(word)) - _REQUEST_TERMS
+            if not own:
+                continue
+            widened = _widen_word(self.lexicon, word, True) if self.lexicon.available else ()
+            groups.append((own, {t: w for t, w in widened if t not in own}))
+        return groups
+
+    def coverage(self, page_id: str) -> float:
+        """How much of the query a page covers (P8 precision), in [0, 1], across wordings.
+
+        Each content word of the query counts 1 when the page holds it, 0.5 when the page holds a
+        word related to it (its own or its widened terms: "vehicle" is covered by "car"), else 0.
+        """
+        groups = self._groups
+        if not groups:
+            return 0.0
+        own = set(self._words.get(page_id, ()))
+        wide = own | set(self.widened._words.get(page_id, ()))
+        total = 0.0
+        for word_terms, related in groups:
+            if word_terms & own:
+                total += 1.0
+            elif word_terms & wide or not wide.isdisjoint(related):
+                total += 0.5
+        return total / len(groups)
 
     def _first_pass(self, query: Sequence[str]) -> dict[str, float]:
         out = super().scores(query)
-        if self.lexicon.available and self._query_text:
-            widened = self.widened.scores(widen_query(self.lexicon, self._query_text))
+        if self.lexicon.available and self._groups:
+            widened = self.widened.grouped_scores(
+                [{**related, **dict.fromkeys(own, 1.0)} for own, related in self._groups]
+            )
             for page_id, score in widened.items():
                 out[page_id] = out.get(page_id, 0.0) + self.weight * score
         return out

@@ -30,7 +30,7 @@ from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_for_budget
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
-from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
+from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, state_digest
 from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
@@ -83,6 +83,7 @@ class SessionResult(BaseModel):
     rounds: tuple[RoundReport, ...]
     answer: str | None
     steps: tuple[TraceStep, ...]
+    focus: frozenset[str] = frozenset()  # the intent focus of the final view (governed last)
 
 
 @dataclass
@@ -259,7 +260,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         explored.extend(acted.explored)
         faults, actions, round_answer = acted.faults, acted.actions, acted.answer
         steps.extend(round_steps)
-        worker_steps.extend(s for s in round_steps if s.action not in {"Dehydrate", "Fold"})
+        worker_steps.extend(s for s in round_steps if s.action not in GOVERNANCE_ACTIONS)
         before = state
         state = end_round(state).state
         _sync_search(parts.search, before, state)
@@ -294,6 +295,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             answer = round_answer
             break
     now = parts.clock()
+    final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
     final_view = synthesize(
         state,
         SynthesisRequest(
@@ -301,7 +303,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             current_time=now,
             query=request.intent,
             trace=_shown_trace(worker_steps, request.budget, parts.counter),
-            focus=frozenset(p for p in last_focus if p in state.pages),
+            focus=final_focus,
             relevance=last_relevance,
         ),
         parts.counter,
@@ -313,4 +315,5 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         rounds=tuple(reports),
         answer=answer,
         steps=tuple(steps),
+        focus=final_focus,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pagedctx.host.select.terms import terms
 from pagedctx.pages import Page
@@ -79,20 +79,34 @@ class PageSearch:
 
     def scores(self, query: Sequence[str]) -> dict[str, float]:
         """BM25 score of every page sharing an informative term with the query."""
+        return self.grouped_scores([{word: 1.0} for word in dict.fromkeys(query)])
+
+    def grouped_scores(self, groups: Sequence[Mapping[str, float]]) -> dict[str, float]:
+        """BM25 where each group of weighted terms counts once: a page scores its best term of a group.
+
+        For alternatives of one word (its synonyms, its hypernyms), weighted by how close they are:
+        a page naming three of them is not three times as much about the word.
+        """
         n = len(self._length)
         if n == 0:
             return {}
         average = self._total / n or 1.0
         out: dict[str, float] = {}
-        for word in dict.fromkeys(query):
-            posting = self._postings.get(word)
-            if not posting or (len(posting) > n / 2 and n > 10):
-                continue
-            df = len(posting)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            for page_id, tf in posting.items():
-                norm = K1 * (1 - B + B * self._length[page_id] / average)
-                out[page_id] = out.get(page_id, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        for group in groups:
+            best: dict[str, float] = {}
+            for word, weight in group.items():
+                posting = self._postings.get(word)
+                if not posting or (len(posting) > n / 2 and n > 10):
+                    continue
+                df = len(posting)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                for page_id, tf in posting.items():
+                    norm = K1 * (1 - B + B * self._length[page_id] / average)
+                    value = weight * idf * tf * (K1 + 1) / (tf + norm)
+                    if value > best.get(page_id, 0.0):
+                        best[page_id] = value
+            for page_id, value in best.items():
+                out[page_id] = out.get(page_id, 0.0) + value
         return out
 
     def top(self, query: Sequence[str], limit: int) -> list[tuple[str, float]]:

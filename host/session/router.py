@@ -28,6 +28,7 @@ from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.select.terms import terms
 from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
 from pagedctx.host.session.bus import TakenIds
+from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory, MemoryItem
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
@@ -92,10 +93,35 @@ def focus_terms(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
     return tail + extra
 
 
-def _coverage(state: SessionState, page_id: str, focus: set[str]) -> float:
+def _coverage(state: SessionState, page_id: str, focus: set[str], search: PageSearch) -> float:
+    if isinstance(search, ExpandedSearch):
+        return search.coverage(page_id)
     page = state.pages[page_id]
     words = set(terms(page.summary + " " + " ".join(page.keywords)))
     return len(words & focus) / len(focus) if focus else 0.0
+
+
+def _signature(state: SessionState, page_id: str) -> tuple[str, str]:
+    """What a page says, word for word (case and spacing aside)."""
+    page = state.pages[page_id]
+    return page.type.value, " ".join((getattr(page, "content", "") or page.summary).lower().split())
+
+
+def _distinct(state: SessionState, ranked: Sequence[str]) -> list[str]:
+    """`ranked` without the pages that say word for word what a better-ranked page says.
+
+    A repeated remark ("the car needs new tyres", said five times over a month) is shown once, as
+    its best-ranked (with recency: latest) instance; the copies add tokens and no evidence.
+    """
+    seen: set[tuple[str, str]] = set()
+    out: list[str] = []
+    for page_id in ranked:
+        signature = _signature(state, page_id)
+        if signature in seen:
+            continue
+        seen.add(signature)
+        out.append(page_id)
+    return out
 
 
 def address(
@@ -127,14 +153,17 @@ def address(
     recency = {pid: (n + 1) / len(by_time) for n, pid in enumerate(by_time)}
     combined = {
         pid: round(
-            0.5 * (s / best if best else 0.0) + 0.5 * _coverage(state, pid, focus) + RECENCY * recency[pid], 6
+            0.5 * (s / best if best else 0.0)
+            + 0.5 * _coverage(state, pid, focus, search)
+            + RECENCY * recency[pid],
+            6,
         )
         for pid, s in recalled
     }
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
-    ranked = sorted(combined, key=lambda pid: (-combined[pid], pid))
+    ranked = _distinct(state, sorted(combined, key=lambda pid: (-combined[pid], pid)))
     top = combined[ranked[0]] if ranked else 0.0
     hot = tuple(pid for pid in ranked[:max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]

@@ -112,6 +112,12 @@ def _dialogue_pages(
     roots: list[tuple[set[str], int]] = []
     for segment in segments:
         chosen = [turns[i] for i in segment]
+        if len(chosen) == 1:  # a container of one turn would only add its own cost: the turn is the root
+            single = materialize(chosen[0], taken=taken, depth=0, draft=False)
+            pages.append(single)
+            views[single.id] = View.SUMMARY
+            roots.append(({single.id}, len(single.summary) // 4 + 40))
+            continue
         members = [materialize(t, taken=taken, depth=1, draft=False) for t in chosen]
         keywords = consensus_keywords(members)
         page_id = short_hash(f"segment:{chosen[0].handle}:{chosen[-1].handle}", taken)

@@ -83,7 +83,7 @@ from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter
 from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
-__all__ = ["Synthesis", "SynthesisRequest", "count_document", "synthesize"]
+__all__ = ["GOVERNANCE_ACTIONS", "Synthesis", "SynthesisRequest", "count_document", "synthesize"]
 
 _ROOT_LEVEL = 2  # <PagedContext> > <Linear_Flow> | <Background_Context> > <Node>
 _INDENT = "  "  # lxml's pretty_print indentation per level
@@ -92,6 +92,7 @@ _BACKGROUND_WRAPPER = f"{_INDENT}<Background_Context>\n{_INDENT}</Background_Con
 Relevance = Annotated[float, Field(allow_inf_nan=False)]
 Action = Literal["Dehydrate", "Fold", "Evict"]
 _PHASE = {"Dehydrate": 1, "Fold": 2, "Evict": 3}
+GOVERNANCE_ACTIONS = frozenset(_PHASE)  # the steps synthesis records: the JSONL trace, not the worker's view
 
 
 class SynthesisRequest(BaseModel):

@@ -1,0 +1,78 @@
+"""Router addressing (P8): distinct pages, precision across wordings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from test_lexicon import needs_wordnet
+
+from pagedctx.host.session.expanded import ExpandedSearch
+from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.session.router import RouterConfig, address
+from pagedctx.pages import Origin, OriginalPage, SessionState, Transition, add_pages
+
+T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+
+def turns(*texts: str) -> SessionState:
+    pages = [
+        OriginalPage(
+            id=f"{n + 1:08x}",
+            depth=0,
+            timestamp=T0 + timedelta(days=n),
+            summary=text,
+            content=text,
+            origin=Origin.HISTORY,
+        )
+        for n, text in enumerate(texts)
+    ]
+    result = add_pages(SessionState(), pages)
+    assert isinstance(result, Transition)
+    return result.state
+
+
+def test_a_repeated_remark_is_addressed_once_as_its_latest_instance() -> None:
+    """P8 precision: copies of a remark add tokens and no evidence; the latest (P7) stands for them."""
+    state = turns(
+        "The car needs new tyres before winter.",
+        "I sold the old car and got a Volvo instead.",
+        "The car needs new tyres before winter.",
+        "Lunch at the ramen place on Friday?",
+        "The car needs new tyres before winter.",
+    )
+    search = PageSearch()
+    search.add_pages(state.pages.values())
+    plan = address(state, intent="which car do I drive", search=search, config=RouterConfig(max_hot=3))
+    addressed = [*plan.hot, *plan.indexed]
+    tyres = [pid for pid in addressed if "tyres" in state.pages[pid].summary]
+    assert tyres == ["00000005"]  # the latest of the three copies
+    assert "00000002" in addressed
+    assert len(addressed) == len(set(addressed)) and "00000004" not in addressed
+
+
+@pytest.fixture
+def expanded() -> ExpandedSearch:
+    search = ExpandedSearch()
+    if not search.lexicon.available:
+        pytest.skip("WordNet (Debian wordnet-base) is not installed")
+    return search
+
+
+@needs_wordnet
+def test_precision_counts_a_related_word_as_half_a_match(expanded: ExpandedSearch) -> None:
+    """P8 precision against summaries, across wordings: "lives" answers "reside", "sister" "sibling"."""
+    state = turns(
+        "My sibling resides in Porto.",
+        "My sister Ines lives in Porto now.",
+        "The flight leaves at 9:05.",
+    )
+    expanded.add_pages(state.pages.values())
+    expanded.set_query("Remind me, where does my sibling reside these days?")
+    assert expanded.coverage("00000001") == 1.0
+    assert expanded.coverage("00000002") == 0.5
+    assert expanded.coverage("00000003") == 0.0
+    plan = address(
+        state, intent="where does my sibling reside", search=expanded, config=RouterConfig(max_hot=2)
+    )
+    assert set(plan.hot) == {"00000001", "00000002"}
