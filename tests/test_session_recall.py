@@ -70,3 +70,11 @@ def test_grouped_scores_count_a_group_once_at_its_best_weighted_term() -> None:
     assert (
         search.grouped_scores([{"flight": 1.0}, {"flight": 1.0}])["c3"] == 2 * search.scores(["flight"])["c3"]
     )
+
+
+def test_coverage_is_the_share_of_focus_terms_a_page_is_indexed_under() -> None:
+    """P8 precision: the router weighs recalled pages by how much of the focus they hold."""
+    search = PageSearch()
+    search.add("a1", ["port", "staging", "nginx"])
+    assert search.coverage("a1", ["port", "nginx", "ramen", "lunch"]) == 0.5
+    assert search.coverage("a1", []) == 0.0 and search.coverage("zz", ["port"]) == 0.0

@@ -12,7 +12,7 @@ machine the widened index is empty and this is plain BM25.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 
 from pagedctx.host.lexicon.wordnet import Lexicon
@@ -126,7 +126,7 @@ class ExpandedSearch(PageSearch):
             groups.append((own, {t: w for t, w in widened if t not in own}))
         return groups
 
-    def coverage(self, page_id: str) -> float:
+    def coverage(self, page_id: str, focus: Collection[str] = ()) -> float:
         """How much of the query a page covers (P8 precision), in [0, 1], across wordings.
 
         Each content word of the query counts 1 when the page holds it, 0.5 when the page holds a
@@ -134,7 +134,7 @@ class ExpandedSearch(PageSearch):
         """
         groups = self._groups
         if not groups:
-            return 0.0
+            return super().coverage(page_id, focus)
         own = set(self._words.get(page_id, ()))
         wide = own | set(self.widened._words.get(page_id, ()))
         total = 0.0

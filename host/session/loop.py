@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
@@ -41,7 +41,8 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-NODE_TOKENS = 45  # a shown <Node> costs about this much: the router opens no more than fit
+NODE_TOKENS = 45  # a shown <Node> costs at least about this much: the router opens no more than fit
+_FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 TRACE_SHARE = 0.15  # of the budget, at most, for the shown <Reasoning_Trace>
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
@@ -119,6 +120,18 @@ def _shown_trace(steps: Sequence[TraceStep], budget: int, counter: TokenCounter)
         shown.append(step)
         used += cost
     return tuple(reversed(shown))
+
+
+def _frame_tokens(request: SessionRequest, counter: TokenCounter) -> int:
+    """What a document costs before any page: registry, instructions, the query."""
+    empty = SynthesisRequest(budget=1 << 30, current_time=_FRAME_TIME, query=request.intent)
+    return synthesize(SessionState(), empty, counter).tokens
+
+
+def _node_tokens(xml: str, page_tokens: int, previous: int) -> int:
+    """What a shown <Node> cost in a rendered document, at least `NODE_TOKENS`."""
+    shown = xml.count("<Node ")
+    return max(NODE_TOKENS, page_tokens // shown) if shown else previous
 
 
 def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, float]:
@@ -215,6 +228,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     )
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
+    frame = _frame_tokens(request, parts.counter)
+    node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
     for number in range(request.max_rounds):
         now = parts.clock()
         intent = scaffold(request.intent, history)
@@ -234,7 +249,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
-        state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=request.budget // NODE_TOKENS)
+        allowance = max(1, (request.budget - frame) // node_tokens)
+        state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
         _sync_search(parts.search, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         last_relevance = _relevance(state, plan.relevance)
@@ -251,6 +267,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             parts.counter,
         )
         state = synthesis.state
+        node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
         round_steps: list[TraceStep] = list(synthesis.steps)
         final = number == request.max_rounds - 1
         raw = parts.worker(synthesis.xml, intent.text, tuple(explored), final)

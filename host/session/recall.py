@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from pagedctx.host.select.terms import terms
 from pagedctx.pages import Page
@@ -76,6 +76,13 @@ class PageSearch:
             if posting is not None and posting.pop(page_id, None) is not None and not posting:
                 del self._postings[word]
                 del self._max_tf[word]
+
+    def coverage(self, page_id: str, focus: Collection[str]) -> float:
+        """The share of the focus terms the page is indexed under (P8 precision), in [0, 1]."""
+        if not focus:
+            return 0.0
+        words = self._words.get(page_id, ())
+        return sum(term in words for term in focus) / len(focus)
 
     def scores(self, query: Sequence[str]) -> dict[str, float]:
         """BM25 score of every page sharing an informative term with the query."""

@@ -28,7 +28,6 @@ from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.select.terms import terms
 from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
 from pagedctx.host.session.bus import TakenIds
-from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory, MemoryItem
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
@@ -93,14 +92,6 @@ def focus_terms(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
     return tail + extra
 
 
-def _coverage(state: SessionState, page_id: str, focus: set[str], search: PageSearch) -> float:
-    if isinstance(search, ExpandedSearch):
-        return search.coverage(page_id)
-    page = state.pages[page_id]
-    words = set(terms(page.summary + " " + " ".join(page.keywords)))
-    return len(words & focus) / len(focus) if focus else 0.0
-
-
 def _signature(state: SessionState, page_id: str) -> tuple[str, str]:
     """What a page says, word for word (case and spacing aside)."""
     page = state.pages[page_id]
@@ -153,9 +144,7 @@ def address(
     recency = {pid: (n + 1) / len(by_time) for n, pid in enumerate(by_time)}
     combined = {
         pid: round(
-            0.5 * (s / best if best else 0.0)
-            + 0.5 * _coverage(state, pid, focus, search)
-            + RECENCY * recency[pid],
+            0.5 * (s / best if best else 0.0) + 0.5 * search.coverage(pid, focus) + RECENCY * recency[pid],
             6,
         )
         for pid, s in recalled
