@@ -7,10 +7,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, rule
+from test_pages_properties import ZoomMachine
 
 from pagedctx.errors import UsageError
-from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, read_trace, state_digest
-from pagedctx.pages import Origin, OriginalPage, SessionState, View
+from pagedctx.host.session.trace import (
+    RoundEvent,
+    TraceRecorder,
+    TraceWriter,
+    page_lines,
+    read_trace,
+    snapshots,
+    state_digest,
+)
+from pagedctx.pages import Origin, OriginalPage, SessionState, View, fold_to_background
+from pagedctx.pages.exchange import evict, inject
 from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
 
@@ -83,7 +96,8 @@ def test_page_lines_snapshot_places_and_views() -> None:
     [
         ("{not json", "not JSON"),
         (json.dumps({"version": 99}), "trace version 99"),
-        (json.dumps({"version": 1, "session": "s"}), "bad event"),
+        (json.dumps({"version": 2, "session": "s"}), "bad event"),
+        (json.dumps({"version": 1, "session": "s"}), "trace version 1"),
     ],
 )
 def test_bad_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
@@ -97,3 +111,67 @@ def test_bad_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
 def test_a_missing_trace_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read trace"):
         list(read_trace(tmp_path / "nope.jsonl"))
+
+
+class TraceMachine(ZoomMachine):
+    """Random moves (zooms, folds, evictions, injections, round ends): what the recorder keeps from
+    the differences of successive states is what a full walk of each state gives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorder = TraceRecorder()
+        self.events: list[RoundEvent] = []
+
+    @rule(data=st.data(), move=st.sampled_from([evict, inject]), shown=st.booleans())
+    def exchange(self, data: st.DataObject, move, shown: bool) -> None:  # type: ignore[no-untyped-def]
+        roots = [*self.state.background, *self.state.flow] if shown else []
+        target = data.draw(st.sampled_from(roots or self._ids()))
+        self.snapshot = self.state.model_dump()
+        self._apply(move(self.state, target), self.state)
+
+    @invariant()
+    def recorded_like_a_full_walk(self) -> None:
+        digest, lines, removed = self.recorder.record(self.state)
+        assert digest == state_digest(self.state)
+        snapshot = "full" if not self.events else "delta"
+        self.events.append(
+            event(self.state, len(self.events)).model_copy(
+                update={"snapshot": snapshot, "pages": lines, "removed": removed, "state_digest": digest}
+            )
+        )
+        _, rebuilt = list(snapshots(self.events))[-1]
+        assert sorted(rebuilt, key=lambda line: line.id) == sorted(
+            page_lines(self.state), key=lambda line: line.id
+        )
+
+
+TraceMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+test_trace_recorder_matches_full_walks = TraceMachine.TestCase
+
+
+def test_a_session_trace_lists_only_what_each_round_changed(tmp_path: Path) -> None:
+    """P3, P12 at scale: after the first event, an event lists only new or changed pages."""
+    state = small_state()
+    recorder = TraceRecorder()
+    _, first, _ = recorder.record(state)
+    moved = consult(state, "a001")
+    assert isinstance(moved, Transition)
+    digest, lines, removed = recorder.record(moved.state)
+    assert len(first) == 3 and [line.id for line in lines] == ["a001"] and removed == []
+    assert digest == state_digest(moved.state) != state_digest(state)
+
+
+def test_roots_moving_between_flow_background_and_index_are_listed() -> None:
+    """A fold to the Background_Context and an eviction to the index change a page's place only."""
+    state = small_state()
+    recorder = TraceRecorder()
+    recorder.record(state)
+    folded = fold_to_background(state, "a001")
+    assert isinstance(folded, Transition)
+    _, lines, _ = recorder.record(folded.state)
+    assert [(line.id, line.place) for line in lines] == [("a001", "background")]
+    evicted = evict(folded.state, "a001")
+    assert isinstance(evicted, Transition)
+    digest, lines, _ = recorder.record(evicted.state)
+    assert [(line.id, line.place) for line in lines] == [("a001", "hidden")]
+    assert digest == state_digest(evicted.state) != state_digest(folded.state)

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs
-from pagedctx.host.session.trace import PageLine, RoundEvent, read_trace
+from pagedctx.host.session.trace import PageLine, RoundEvent, read_trace, snapshots
 from pagedctx.host.session.view import render_html
 from pagedctx.protocol.context import TraceStep
 
@@ -105,11 +105,12 @@ def test_every_round_draws_every_page_once_in_its_tree(trace: Path) -> None:
     sections = rounds_of(page)
     assert len(sections) == len(events)
     assert [s.get("hidden") is None for s in sections] == [False] * (len(events) - 1) + [True]
-    for section, ev in zip(sections, events, strict=True):
+    assert [e.snapshot for e in events] == ["full"] + ["delta"] * (len(events) - 1)
+    for section, (ev, pages) in zip(sections, snapshots(events), strict=True):
         ids = node_ids(section)
-        assert sorted(ids) == sorted(p.id for p in ev.pages) and len(set(ids)) == len(ids)
+        assert sorted(ids) == sorted(p.id for p in pages) and len(set(ids)) == len(ids)
         nodes = {n.get("data-page-id"): n for n in section.find_class("node")}
-        for p in ev.pages:
+        for p in pages:
             node = nodes[p.id]
             assert f"view-{p.view.lower()}" in node.classes and node.get("data-view") == p.view
             assert node.find_class("id")[0].text_content() == p.id
@@ -121,7 +122,7 @@ def test_every_round_draws_every_page_once_in_its_tree(trace: Path) -> None:
                 band = next(a for a in node.iterancestors() if "band" in a.classes)
                 assert "flow" in band.classes
         # The timeline (P7): a dot per page and CURRENT_TIME at the event's time.
-        assert sorted(c.get("data-ref") for c in section.iter("circle")) == sorted(p.id for p in ev.pages)
+        assert sorted(c.get("data-ref") for c in section.iter("circle")) == sorted(p.id for p in pages)
         stamp = ev.time.isoformat().replace("+00:00", "Z")
         assert f"CURRENT_TIME {stamp}" in section.text_content()
         # The header: intent, tokens against the budget, steps with their status, faults.
@@ -331,7 +332,8 @@ def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None
     pixels = png_pixels(shot)
     assert pixels.shape == (2000, 1280, 3)
     assert len(np.unique(pixels.reshape(-1, 3)[::5], axis=0)) > 50  # not blank, not a single colour
-    shown = {p.view for p in events[-1].pages}
+    pages = [pages for _, pages in snapshots(rounds)]
+    shown = {p.view for p in pages[-1]}
     assert shown == set(VIEW_COLOURS)
     for view in shown:  # the legend alone has 144 pixels of each; the boxes and dots add more
         assert (pixels == np.array(VIEW_COLOURS[view])).all(axis=2).sum() > 400, view
@@ -339,7 +341,7 @@ def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None
     assert dom.body.get("data-js") == "ready"  # the inline script ran under the page's CSP
     sections = list(dom.find_class("round"))
     assert [s.get("hidden") is None for s in sections] == [False] * len(events) + [True]
-    for section, ev in zip(sections, rounds, strict=True):
-        assert sorted(node_ids(section)) == sorted(p.id for p in ev.pages)
+    for section, listed in zip(sections, pages, strict=True):
+        assert sorted(node_ids(section)) == sorted(p.id for p in listed)
     assert len(list(dom.iter("script"))) == 1
     assert sections[0].find_class("node")[0].find_class("title")[0].text_content() == HOSTILE

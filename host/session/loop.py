@@ -31,7 +31,7 @@ from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_for_budget
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
-from pagedctx.host.session.trace import RoundEvent, TraceWriter, page_lines, state_digest
+from pagedctx.host.session.trace import RoundEvent, TraceRecorder, TraceWriter
 from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
 from pagedctx.protocol.context import TraceStep
@@ -229,6 +229,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
     frame = _frame_tokens(request, parts.counter)
+    recorder = TraceRecorder()  # the trace's digest and page lines, from what each round changed
     node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
     for number in range(request.max_rounds):
         now = parts.clock()
@@ -304,7 +305,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
                 "budget": request.budget, "worker_output": raw, "actions": acted.action_dicts,
                 "steps": round_steps, "faults": [{"message": f} for f in faults], "answer": round_answer,
             }  # fmt: skip
-            parts.trace.append(RoundEvent(**event, state_digest=state_digest(state), pages=page_lines(state)))
+            digest, lines, removed = recorder.record(state)
+            snapshot = "full" if number == 0 else "delta"
+            parts.trace.append(
+                RoundEvent(**event, state_digest=digest, snapshot=snapshot, pages=lines, removed=removed)
+            )
         targets = tuple(a.split(" ", 1)[1] for a in actions)
         zoomed.extend(a.split(" ", 1)[1] for a in actions if a.startswith("Consult "))
         history.append(PreviousRound(intent=intent.text, answer=round_answer, targets=targets))

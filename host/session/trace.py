@@ -2,10 +2,13 @@
 
 Each round appends one `RoundEvent`: the input and the intent it was scaffolded into, the router's
 plan, the rendered XML's sha256 and exact token count, the worker's raw output, the actions and
-the Reasoning_Trace steps they produced (faults included), the state digest after the round, and a
-compact snapshot of the pages (enough for `pagedctx view` to draw the logic tree and the timeline
-round by round). Lines are written whole and flushed to disk: a crash loses at most the round in
-progress, never an earlier one. Reading checks the version and names the line of any bad event.
+the Reasoning_Trace steps they produced (faults included), the state digest after the round, and
+the pages as compact lines (enough for `pagedctx view` to draw the logic tree and the timeline round
+by round): every page in a session's first event, then only the pages new or changed and the ids
+removed (`snapshots` rebuilds each round's full list), so a round's event and its digest cost what
+the round changed, not the size of the session. Lines are written whole and flushed to disk: a
+crash loses at most the round in progress, never an earlier one. Reading checks the version and
+names the line of any bad event.
 """
 
 from __future__ import annotations
@@ -13,28 +16,34 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagedctx.errors import UsageError
-from pagedctx.pages import SessionState, View
+from pagedctx.pages import Page, SessionState, View
+from pagedctx.pages.pmap import PMap
 from pagedctx.protocol.context import TraceStep
 
 __all__ = [
     "TRACE_VERSION",
     "PageLine",
     "RoundEvent",
+    "TraceRecorder",
     "TraceWriter",
+    "page_line",
     "page_lines",
     "read_trace",
+    "snapshots",
     "state_digest",
 ]
 
-TRACE_VERSION: Literal[1] = 1
+TRACE_VERSION: Literal[2] = 2
+Place = Literal["flow", "background", "child", "hidden"]
+V = TypeVar("V")
 
 
 class PageLine(BaseModel):
@@ -47,12 +56,11 @@ class PageLine(BaseModel):
     view: str
     depth: int
     parent: str | None
-    place: Literal["flow", "background", "child", "hidden"]
+    place: Place
     origin: str | None
     timestamp: datetime
     draft: bool
     title: str = Field(description="the first line of the summary, at most 120 characters")
-    tokens: int = Field(default=0, description="tokens of what the page shows in full, 0 if summary only")
 
 
 class RoundEvent(BaseModel):
@@ -60,7 +68,7 @@ class RoundEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[1] = TRACE_VERSION
+    version: Literal[2] = TRACE_VERSION
     session: str
     round: int = Field(ge=0)
     time: datetime
@@ -77,54 +85,157 @@ class RoundEvent(BaseModel):
     faults: list[dict[str, Any]] = Field(default_factory=list)
     answer: str | None = None
     state_digest: str
+    snapshot: Literal["full", "delta"] = Field(
+        default="full", description="full: `pages` lists every page; delta: what changed since the last event"
+    )
     pages: list[PageLine] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list, description="ids gone since the last event (delta)")
+
+
+_MODULUS = 1 << 256
+
+
+def _entry(*parts: str) -> int:
+    """One entry of the state as a 256-bit number (blake2b of its NUL-separated parts)."""
+    digest = hashlib.blake2b(digest_size=32)
+    for part in parts:
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    return int.from_bytes(digest.digest(), "big")
+
+
+def _page_entry(page_id: str, page: Page) -> int:
+    return _entry("page", page_id, page.model_dump_json())
+
+
+def _view_entry(page_id: str, view: View) -> int:
+    return _entry("view", page_id, view.value)
+
+
+def _parent_entry(child: str, parent: str) -> int:
+    return _entry("parent", child, parent)
+
+
+def _finish(total: int, state: SessionState) -> str:
+    """The digest: the sum of the entries, then the ordered parts (flow, background, round)."""
+    ordered = {"flow": list(state.flow), "background": list(state.background), "round": state.round}
+    digest = hashlib.sha256(total.to_bytes(32, "big"))
+    digest.update(json.dumps(ordered, ensure_ascii=False).encode())
+    return digest.hexdigest()
 
 
 def state_digest(state: SessionState) -> str:
-    """sha256 of the state's canonical JSON (pages, views, tree, flow, background, round)."""
-    payload = {
-        "pages": {pid: state.pages[pid].model_dump(mode="json") for pid in sorted(state.pages)},
-        "views": {pid: state.views[pid].value for pid in sorted(state.views)},
-        "parents": dict(sorted(state.parents.items())),
-        "flow": list(state.flow),
-        "background": list(state.background),
-        "round": state.round,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    """sha256 over the state: its pages, views and tree as a sum of entry hashes (mod 2**256, so it
+    can be kept up to date from what changed, `TraceRecorder`), then flow, background and round."""
+    total = sum(_page_entry(pid, page) for pid, page in state.pages.items())
+    total += sum(_view_entry(pid, view) for pid, view in state.views.items())
+    total += sum(_parent_entry(child, parent) for child, parent in state.parents.items())
+    return _finish(total % _MODULUS, state)
 
 
-def page_lines(state: SessionState, tokens: dict[str, int] | None = None) -> list[PageLine]:
-    """The compact snapshot of every page, roots first in their order, then children, then hidden."""
+def _place(state: SessionState, page_id: str) -> Place:
+    if page_id in state.flow:
+        return "flow"
+    if page_id in state.background:
+        return "background"
+    return "child" if page_id in state.parents else "hidden"
+
+
+def page_line(state: SessionState, page_id: str, place: Place | None = None) -> PageLine:
+    """What the trace remembers of one page of `state`."""
+    page = state.pages[page_id]
+    return PageLine(
+        id=page_id,
+        type=page.type.value,
+        view=state.views[page_id].value,
+        depth=page.depth,
+        parent=state.parents.get(page_id),
+        place=place or _place(state, page_id),
+        origin=page.origin.value if page.origin is not None else None,
+        timestamp=page.timestamp,
+        draft=page.draft,
+        title=(page.summary.strip().splitlines() or [""])[0][:120],
+    )
+
+
+def page_lines(state: SessionState) -> list[PageLine]:
+    """The snapshot of every page, in the order of the state's pages."""
     flow, background = set(state.flow), set(state.background)
-    lines: list[PageLine] = []
-    for page_id in sorted(state.pages, key=lambda p: (state.pages[p].depth, state.pages[p].timestamp, p)):
-        page = state.pages[page_id]
-        parent = state.parents.get(page_id)
-        if page_id in flow:
-            place: Literal["flow", "background", "child", "hidden"] = "flow"
-        elif page_id in background:
-            place = "background"
-        elif parent is not None:
-            place = "child"
-        else:
-            place = "hidden"
-        view = state.views[page_id]
-        lines.append(
-            PageLine(
-                id=page_id,
-                type=page.type.value,
-                view=view.value,
-                depth=page.depth,
-                parent=parent,
-                place=place,
-                origin=page.origin.value if page.origin is not None else None,
-                timestamp=page.timestamp,
-                draft=page.draft,
-                title=(page.summary.strip().splitlines() or [""])[0][:120],
-                tokens=(tokens or {}).get(page_id, 0) if view is not View.SUMMARY else 0,
-            )
-        )
-    return lines
+    places: dict[str, Place] = {**{p: "flow" for p in flow}, **{p: "background" for p in background}}
+    return [
+        page_line(state, pid, places.get(pid) or ("child" if pid in state.parents else "hidden"))
+        for pid in state.pages
+    ]
+
+
+class TraceRecorder:
+    """The digest and the page lines of successive states of one session, from what changed.
+
+    The first `record` digests every page and lists them all (`snapshot="full"`); later ones
+    update the digest from the differences of the persistent maps (`PMap.diff`) and list only the
+    pages that are new or changed (page, view, parent or place) and the ids removed, so a round of
+    a 100,000-page session costs what the round changed. The digest always equals `state_digest`.
+    """
+
+    def __init__(self) -> None:
+        self._state: SessionState | None = None
+        self._total = 0
+        self._pages: dict[str, int] = {}
+
+    def record(self, state: SessionState) -> tuple[str, list[PageLine], list[str]]:
+        """(digest, page lines, removed ids) of `state` against the last recorded one."""
+        previous = self._state
+        if previous is None:
+            self._pages = {pid: _page_entry(pid, page) for pid, page in state.pages.items()}
+            self._total = (
+                sum(self._pages.values())
+                + sum(_view_entry(pid, view) for pid, view in state.views.items())
+                + sum(_parent_entry(child, parent) for child, parent in state.parents.items())
+            ) % _MODULUS
+            self._state = state
+            return _finish(self._total, state), page_lines(state), []
+        total = self._total
+        removed, changed = state.pages.diff(previous.pages)
+        for pid in removed:
+            total -= self._pages.pop(pid)
+        for pid in changed:
+            entry = _page_entry(pid, state.pages[pid])
+            total += entry - self._pages.get(pid, 0)
+            self._pages[pid] = entry
+        total, moved = _apply_diff(total, previous.views, state.views, _view_entry)
+        total, adopted = _apply_diff(total, previous.parents, state.parents, _parent_entry)
+        rooted = (set(state.flow) ^ set(previous.flow)) | (set(state.background) ^ set(previous.background))
+        touched = dict.fromkeys([*changed, *moved, *adopted, *sorted(rooted)])
+        self._total = total % _MODULUS
+        self._state = state
+        lines = [page_line(state, pid) for pid in touched if pid in state.pages]
+        return _finish(self._total, state), lines, list(removed)
+
+
+def _apply_diff(
+    total: int, before: PMap[str, V], after: PMap[str, V], entry: Callable[[str, V], int]
+) -> tuple[int, list[str]]:
+    """`total` moved from the entries of `before` to those of `after`; the keys that differ."""
+    gone, changed = after.diff(before)
+    for key in gone:
+        total -= entry(key, before[key])
+    for key in changed:
+        if key in before:
+            total -= entry(key, before[key])
+        total += entry(key, after[key])
+    return total, [*gone, *changed]
+
+
+def snapshots(events: Iterable[RoundEvent]) -> Iterator[tuple[RoundEvent, list[PageLine]]]:
+    """Each event with every page of its session after that round (events carry what changed)."""
+    sessions: dict[str, dict[str, PageLine]] = {}
+    for event in events:
+        pages = sessions.setdefault(event.session, {})
+        if event.snapshot == "full":
+            pages.clear()
+        for page_id in event.removed:
+            pages.pop(page_id, None)
+        pages.update((line.id, line) for line in event.pages)
+        yield event, list(pages.values())
 
 
 class TraceWriter:

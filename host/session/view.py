@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pagedctx.host.session.trace import PageLine, RoundEvent
+from pagedctx.host.session.trace import PageLine, RoundEvent, snapshots
 
 __all__ = ["VIEWS", "render_html"]
 
@@ -180,8 +180,6 @@ def _node(page: PageLine, kids: dict[str, list[PageLine]], drawn: set[str]) -> s
         f'<span class="origin">{_e(page.origin or "no origin")}</span>',
         f'<time datetime="{_e(_iso(page.timestamp))}">{_e(_iso(page.timestamp))}</time>',
     ]
-    if page.tokens:
-        label.append(f'<span class="tokens">{page.tokens} tokens</span>')
     if page.draft:
         label.append('<span class="draft-mark">draft</span>')
     inner = "".join(_node(child, kids, drawn) for child in kids.get(page.id, ()) if child.id not in drawn)
@@ -360,28 +358,29 @@ def _label(event: RoundEvent, sessions: int) -> str:
     return f"session {event.session} round {event.round}" if sessions > 1 else f"round {event.round}"
 
 
-def _round(position: int, event: RoundEvent, label: str, last: bool) -> str:
+def _round(position: int, event: RoundEvent, pages: Sequence[PageLine], label: str, last: bool) -> str:
     legend = "".join(f'<span><i style="background:var(--{v.lower()})"></i>{v}</span>' for v in VIEWS)
     return (
         f'<section class="round" id="round-{position}" data-round="{event.round}" '
         f'data-session="{_e(event.session)}" data-label="{_e(label)}"{"" if last else " hidden"}>'
         f"<h2>{_e(label)}</h2>"
         + _header(event)
-        + f'<div class="panel tree"><h3>Logic tree ({len(event.pages)} pages)</h3>'
+        + f'<div class="panel tree"><h3>Logic tree ({len(pages)} pages)</h3>'
         + f'<div class="legend">{legend}<span>dashed: draft</span></div>'
-        + _tree(event.pages)
+        + _tree(pages)
         + "</div>"
         + '<div class="panel"><h3>Timeline</h3>'
-        + _timeline(event.pages, event.time)
+        + _timeline(pages, event.time)
         + "</div></section>"
     )
 
 
 def render_html(events: Iterable[RoundEvent], *, source: str | None = None) -> str:
     """The whole page for a trace's events (at least one), the last round shown first."""
-    rounds = list(events)
-    if not rounds:
+    pairs = list(snapshots(events))
+    if not pairs:
         raise ValueError("a trace view needs at least one round event")
+    rounds = [event for event, _ in pairs]
     sessions = len({e.session for e in rounds})
     labels = [_label(e, sessions) for e in rounds]
     title = f"pagedctx session {rounds[0].session}" if sessions == 1 else f"pagedctx: {sessions} sessions"
@@ -409,6 +408,6 @@ def render_html(events: Iterable[RoundEvent], *, source: str | None = None) -> s
         'aria-label="round">'
         '<button type="button" id="round-next" title="next round (→)">&#9654;</button>'
         f'<span id="round-label">{_e(labels[last])}</span>{tabs}</nav></header>\n<main>'
-        + "\n".join(_round(k, e, labels[k], k == last) for k, e in enumerate(rounds))
+        + "\n".join(_round(k, e, pages, labels[k], k == last) for k, (e, pages) in enumerate(pairs))
         + f"</main>\n<script>{_JS}</script>\n</body></html>\n"
     )
