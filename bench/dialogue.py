@@ -10,8 +10,11 @@ read: a question counts when its answering turn (the one stating the current val
 full (an Original page in Detail). The full XML, system instructions included, is within B.
 References, in the same run, get the same budget for the turn texts alone (no XML overhead):
 - recent: the most recent turns that fit;
-- bm25: BM25 (bm25s, English stopwords) over the turns, the best turns that fit.
-Also reported: how often a stale value (an earlier statement of an updated fact) is shown.
+- bm25: BM25 (bm25s, English stopwords) over the turns, the best turns that fit;
+- bm25-distinct: the same, a text said again not shown again (a stronger reference: ours shows a
+  repeated remark once too).
+Also reported: how often a stale value (an earlier statement of an updated fact) is shown, and how
+often the baseline worker's final answer names the current value.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dialogue_corpus import Conversation, Turn, generate
 
 COUNTER = token_counter(None)
+SELECTORS = ("recent", "bm25", "bm25-distinct", "ours")
 
 
 def write_jsonl(conversation: Conversation, folder: Path) -> Path:
@@ -67,20 +71,28 @@ def recent(turns: list[Turn], budget: int) -> set[str]:
     return shown
 
 
-def bm25(turns: list[Turn], question: str, budget: int) -> set[str]:
+def bm25(turns: list[Turn], question: str, budget: int, *, distinct: bool = False) -> set[str]:
+    """The best turns by BM25 that fit; `distinct`: a text said again is not shown again."""
     corpus = bm25s.tokenize([t.text for t in turns], stopwords="en", return_ids=False, show_progress=False)
     model = bm25s.BM25()
     model.index(corpus, show_progress=False)
     words = bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
     scores = np.asarray(model.get_scores(list(words))) if words else np.zeros(len(turns))
     shown: set[str] = set()
+    said: set[str] = set()
     used = 0
-    for index in np.lexsort((np.arange(len(turns)), -scores)):
+    # Best first; among equal scores the latest turn first (the `distinct` copy kept is the latest).
+    for index in np.lexsort((-np.arange(len(turns)), -scores)):
         if scores[index] <= 0:
             break
-        cost = _cost(turns[int(index)])
+        turn = turns[int(index)]
+        text = " ".join(turn.text.lower().split())
+        if distinct and text in said:
+            continue
+        cost = _cost(turn)
         if used + cost <= budget:
-            shown.add(turns[int(index)].id)
+            shown.add(turn.id)
+            said.add(text)
             used += cost
     return shown
 
@@ -94,7 +106,9 @@ class _Clock:
         return self.now
 
 
-def ours(path: Path, conversation: Conversation, question: str, budget: int, rounds: int) -> set[str]:
+def ours(
+    path: Path, conversation: Conversation, question: str, budget: int, rounds: int
+) -> tuple[set[str], str | None]:
     clock = _Clock(conversation.turns[-1].timestamp + timedelta(hours=1))
     prepared = prepare(
         SessionInputs(dialogues=(path,)), intent=question, budget=budget, counter=COUNTER, now=clock()
@@ -110,9 +124,10 @@ def ours(path: Path, conversation: Conversation, question: str, budget: int, rou
     try:
         result = run_session(prepared.state, request, parts)
     except BudgetError:
-        return set()  # the session could not render within the budget: nothing is shown
+        return set(), None  # the session could not render within the budget: nothing is shown
     assert result.tokens <= budget, f"over budget: {result.tokens} > {budget}"
-    return {s for page_id in result.state.pages for s in shows(result.state, page_id, prepared.blocks)}
+    shown = {s for page_id in result.state.pages for s in shows(result.state, page_id, prepared.blocks)}
+    return shown, result.answer
 
 
 def main() -> None:
@@ -129,20 +144,23 @@ def main() -> None:
     stale: dict[tuple[str, int], list[int]] = defaultdict(list)
     by_kind: dict[tuple[str, str, int], list[int]] = defaultdict(list)
     seconds: dict[str, float] = defaultdict(float)
+    answered: dict[int, list[int]] = defaultdict(list)
     conversations = [generate(seed) for seed in range(args.first_seed, args.first_seed + args.conversations)]
     with tempfile.TemporaryDirectory() as tmp:
         for conversation in conversations:
             path = write_jsonl(conversation, Path(tmp))
             for question in conversation.questions:
                 for budget in budgets:
-                    for name in ("recent", "bm25", "ours"):
+                    for name in SELECTORS:
                         started = time.perf_counter()
                         if name == "recent":
                             shown = recent(conversation.turns, budget)
-                        elif name == "bm25":
-                            shown = bm25(conversation.turns, question.text, budget)
+                        elif name.startswith("bm25"):
+                            distinct = name == "bm25-distinct"
+                            shown = bm25(conversation.turns, question.text, budget, distinct=distinct)
                         else:
-                            shown = ours(path, conversation, question.text, budget, args.rounds)
+                            shown, answer = ours(path, conversation, question.text, budget, args.rounds)
+                            answered[budget].append(int(question.answer.lower() in (answer or "").lower()))
                         seconds[name] += time.perf_counter() - started
                         hit = int(any(e in shown for e in question.evidence))
                         hits[(name, budget)].append(hit)
@@ -158,15 +176,15 @@ def main() -> None:
     head = " | ".join(f"recall@{b // 1000}k" for b in budgets)
     print(f"| selector | {head} | stale shown@{budgets[-1] // 1000}k | seconds |")
     print("|---|" + "---|" * (len(budgets) + 2))
-    for name in ("recent", "bm25", "ours"):
+    for name in SELECTORS:
         cells = " | ".join(f"{np.mean(hits[(name, b)]):.2f}" for b in budgets)
         print(f"| {name} | {cells} | {np.mean(stale[(name, budgets[-1])]):.2f} | {seconds[name]:.1f} |")
+    cells = " | ".join(f"{np.mean(answered[b]):.2f}" for b in budgets)
+    print(f"\nours, the baseline worker's answer names the current value: {cells}")
     kinds = sorted({k for _, k, _ in by_kind})
-    print(f"\nper question kind, recall@{budgets[1] // 1000}k (recent / bm25 / ours):")
+    print(f"\nper question kind, recall@{budgets[1] // 1000}k ({' / '.join(SELECTORS)}):")
     for kind in kinds:
-        cells = " / ".join(
-            f"{np.mean(by_kind[(n, kind, budgets[1])]):.2f}" for n in ("recent", "bm25", "ours")
-        )
+        cells = " / ".join(f"{np.mean(by_kind[(n, kind, budgets[1])]):.2f}" for n in SELECTORS)
         print(f"  {kind:14s} {cells}")
     print(f"\nrun at {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pagedctx.host.lexicon.wordnet import Lexicon
 from pagedctx.host.select.policy import BASELINE_POLICY
-from pagedctx.host.select.terms import terms
+from pagedctx.host.select.terms import identifiers, terms
 from pagedctx.host.session.blocks import code_identifiers, consensus_keywords, lead
 from pagedctx.host.session.expanded import query_words, widen_text
 from pagedctx.pages import Page, PageType, View
@@ -59,20 +59,35 @@ def _coverage(text: str, focus: set[str]) -> float:
     return len(words & focus) / len(focus)
 
 
-def _evidence(nodes: Sequence[ContextNode], focus: set[str]) -> tuple[str, list[str]]:
-    scored: list[tuple[float, str, str]] = []
+_VALUE = re.compile(r"\b(?:[A-Z][\w-]*|\w*\d[\w:.-]*)")
+
+
+def _names_a_value(sentence: str, intent: str) -> bool:
+    """Whether a sentence names something the intent does not: a name or a number past its start."""
+    asked = set(identifiers(intent.lower()))
+    body = sentence.split(None, 1)[1] if " " in sentence else ""
+    return any(v.lower() not in asked for v in _VALUE.findall(body))
+
+
+def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tuple[str, list[str]]:
+    """The three sentences of the shown evidence that answer best: most of the focus covered, then
+    naming a value the intent does not (a name, a number), then the latest (P7: a fact stated
+    again later wins), then page order."""
+    scored: list[tuple[float, bool, float, str, str]] = []
     for node in nodes:
         if node.view is not View.DETAIL or node.content is None:
             continue
         for sentence in _SENTENCE.split(node.content):
             cover = _coverage(sentence, focus)
             if cover > 0:
-                scored.append((cover, node.id, sentence.strip()))
-    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
+                text = sentence.strip()
+                moment = node.timestamp.timestamp()
+                scored.append((cover, _names_a_value(text, intent), moment, node.id, text))
+    scored.sort(key=lambda item: (-item[0], not item[1], -item[2], item[3], item[4]))
     picked = scored[:3]
     if not picked:
         return "", []
-    return " ".join(f"{s} [{pid}]" for _, pid, s in picked), sorted({pid for _, pid, _ in picked})
+    return " ".join(f"{s} [{pid}]" for *_, pid, s in picked), sorted({item[3] for item in picked})
 
 
 def baseline_worker(
@@ -138,7 +153,7 @@ def baseline_worker(
     answer: str | None = None
     rationale = "zooming: " + ", ".join(f"{a['action']} {a.get('id') or a.get('handle')}" for a in actions)
     if not actions:
-        text, cited = _evidence(nodes, focus)
+        text, cited = _evidence(nodes, focus, intent)
         answer = text or f"No evidence in view answers: {intent}"
         rationale = f"answered from {', '.join(cited)}" if cited else "nothing in view bears on the intent"
     envelope = {
