@@ -11,6 +11,7 @@ from pagedctx.pages import (
     Placement,
     SessionState,
     Transition,
+    View,
     add_pages,
 )
 
@@ -54,5 +55,24 @@ def build(*pages: OriginalPage | ConsolidatedPage, placement: Placement = Placem
 
 def ok(result: object) -> SessionState:
     """The state of a legal move (fails the test on a Fault)."""
+    assert isinstance(result, Transition), result
+    return result.state
+
+
+def said(*turns: tuple[int, str], start: datetime = T0, view: View | None = None) -> SessionState:
+    """A state of dialogue turns (day, text) as root Originals, ids 00000001.. in the order given."""
+    pages = [
+        OriginalPage(
+            id=pid(n + 1),
+            depth=0,
+            timestamp=start + timedelta(days=day),
+            summary=text,
+            content=text,
+            origin=Origin.HISTORY,
+        )
+        for n, (day, text) in enumerate(turns)
+    ]
+    views = {p.id: view for p in pages} if view is not None else None
+    result = add_pages(SessionState(), pages, views=views)
     assert isinstance(result, Transition), result
     return result.state

@@ -5,29 +5,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from pages_factory import said
+
 from pagedctx.host.session.roles import baseline_worker
-from pagedctx.pages import Origin, OriginalPage, SessionState, Transition, View, add_pages
+from pagedctx.pages import View
 from pagedctx.protocol.render import render_state
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
-def answer(intent: str, *said: tuple[int, str]) -> str:
+def answer(intent: str, *said_turns: tuple[int, str]) -> str:
     """The baseline worker's final answer over Detail pages (day, text), ids in the order given."""
-    pages = [
-        OriginalPage(
-            id=f"{n + 1:08x}",
-            depth=0,
-            timestamp=T0 + timedelta(days=day),
-            summary=text,
-            content=text,
-            origin=Origin.HISTORY,
-        )
-        for n, (day, text) in enumerate(said)
-    ]
-    result = add_pages(SessionState(), pages, views={p.id: View.DETAIL for p in pages})
-    assert isinstance(result, Transition)
-    xml = render_state(result.state, current_time=T0 + timedelta(days=30), query=intent)
+    state = said(*said_turns, start=T0, view=View.DETAIL)
+    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
     envelope = json.loads(baseline_worker(xml, intent, final=True))
     assert envelope["meta"]["model"] == "baseline"
     return str(envelope["data"]["answer"])

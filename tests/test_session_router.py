@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
+from pages_factory import said
 from test_lexicon import needs_wordnet
 
 from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, address
-from pagedctx.pages import Origin, OriginalPage, SessionState, Transition, add_pages
+from pagedctx.pages import SessionState
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def turns(*texts: str) -> SessionState:
-    pages = [
-        OriginalPage(
-            id=f"{n + 1:08x}",
-            depth=0,
-            timestamp=T0 + timedelta(days=n),
-            summary=text,
-            content=text,
-            origin=Origin.HISTORY,
-        )
-        for n, text in enumerate(texts)
-    ]
-    result = add_pages(SessionState(), pages)
-    assert isinstance(result, Transition)
-    return result.state
+    return said(*enumerate(texts), start=T0)
 
 
 def test_a_repeated_remark_is_addressed_once_as_its_latest_instance() -> None:
