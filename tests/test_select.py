@@ -459,3 +459,18 @@ def test_explore_a_file_block_and_refuse_unknown_handles(index: Index) -> None:
         explore_code(index, "pb:00000000", ["x"])
     with pytest.raises(UsageError, match="keyword"):
         explore_code(index, go_file.handle, [" "])
+
+
+def test_a_scope_keeps_the_selection_to_the_repositories_asked_about(tmp_path: Path) -> None:
+    """S5: a store indexing two copies of a repository selects from the one in scope only."""
+    first, second = write_repo(tmp_path / "a"), write_repo(tmp_path / "b")
+    idx = Index(open_store(f"sqlite:///{tmp_path / 'two.db'}"))
+    idx.update([first, second])
+    intent = "refuse a port number outside the valid range in parse_port"
+    everything = select_context(idx, intent, 2000)
+    assert {c.path.split("/")[0] for c in everything.chunks} == {"a", "b"}
+    scope = idx.scope_of([second])
+    assert scope == ("b",)
+    only = select_context(idx, intent, 2000, scope=scope)
+    assert only.chunks and {c.path.split("/")[0] for c in [*only.chunks, *only.full_files]} == {"b"}
+    assert select_context(idx, intent, 2000, scope=(".",)) == everything

@@ -313,3 +313,21 @@ def test_the_router_opens_what_the_last_round_shows_fit() -> None:
     assert _node_tokens(xml, 400, NODE_TOKENS) == 100
     assert _node_tokens(xml, 40, 77) == NODE_TOKENS  # never below the floor
     assert _node_tokens("<Linear_Flow/>", 0, 77) == 77  # nothing shown: keep the last figure
+
+
+def test_a_session_keeps_to_the_repositories_it_was_given(tmp_path: Path) -> None:
+    """P2, S5: the store indexes two repositories; the session selects and explores the one asked."""
+    index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
+    index.update([write_repo(tmp_path / "a"), write_repo(tmp_path / "b")])
+    prepared = prepare(
+        SessionInputs(repos=(tmp_path / "b",)),
+        intent="parse_port refuses a port outside the valid range",
+        budget=3000,
+        counter=token_counter(None),
+        now=T0,
+        index=index,
+    )
+    sources = {index.block(handle).source for handle in prepared.roots}  # type: ignore[union-attr]
+    assert sources == {"b"}
+    files = [p for p in prepared.state.pages.values() if p.type.value == "Original"]
+    assert files and all(p.summary.startswith("b/") for p in files)

@@ -197,6 +197,13 @@ class Index:
             return None
         return BlockTree.chunk_block(chunk, self.counter.count(chunk.body))
 
+    def scope_of(self, roots: Sequence[str | Path]) -> tuple[str, ...]:
+        """The roots as index paths (relative to the base, '.' for the base itself), for scoping."""
+        base = self._meta().base
+        if base is None:
+            raise UsageError("the store holds no index yet: index the roots first")
+        return tuple(_rel_or_dot(root, Path(base)) for root in _resolve_roots(roots))
+
     def root_blocks(self) -> list[PBlock]:
         """The repository blocks, one per root, to start a walk repo -> dir -> file -> chunk."""
         handles = self._meta().root_handles

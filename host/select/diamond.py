@@ -18,7 +18,7 @@ Everything is deterministic: ties break on chunk ids, and the output is ordered 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pagedctx.errors import UsageError
@@ -56,17 +56,21 @@ def select_context(
     *,
     policy: SelectionPolicy | None = None,
     options: SelectOptions | None = None,
+    scope: Sequence[str] = (),
 ) -> Selection:
-    """Select the context for `intent` within `budget` tokens (see the module docstring)."""
+    """Select the context for `intent` within `budget` tokens (see the module docstring).
+
+    `scope`: index paths (`Index.scope_of(roots)`) the selection keeps to, when the store holds
+    more than the repositories asked about; empty: the whole index.
+    """
     if not intent.strip():
         raise UsageError("the intent is empty: say what change the context is for")
     if budget <= 0:
         raise UsageError(f"the budget must be a positive number of tokens, not {budget}")
     catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
-    return _Pipeline(index, catalog, rank(catalog, intent), chosen, options or SelectOptions()).run(
-        intent, budget
-    )
+    ranking = rank(catalog, intent, scope)
+    return _Pipeline(index, catalog, ranking, chosen, options or SelectOptions()).run(intent, budget)
 
 
 class _Pipeline:
@@ -162,6 +166,8 @@ class _Pipeline:
                 if not 0 < len(targets) <= self.options.max_definitions:
                     continue
                 for target in targets.tolist():
+                    if not self.ranking.in_scope(target):
+                        continue
                     if target not in core_set and not self._related(row, target):
                         needed[target] = needed.get(target, 0) + 1
         order = sorted(needed, key=lambda r: (-needed[r], -self.ranking.scores[r], r))

@@ -17,6 +17,7 @@ All terms are in [0, 1] before weighting; the weights were set on the localizati
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,10 @@ class Ranking:
     scores: FloatArray
     lexical: FloatArray
     mentioned: frozenset[int]
+    allowed: npt.NDArray[np.bool_] | None = None  # rows in the scope; None: every row
+
+    def in_scope(self, row: int) -> bool:
+        return self.allowed is None or bool(self.allowed[row])
 
     def top(self, n: int) -> list[int]:
         """The `n` best rows with a positive score, best first, ties broken by row (id order)."""
@@ -90,14 +95,25 @@ def lexical_scores(catalog: Catalog, query: list[str]) -> FloatArray:
     return head + BODY * body
 
 
-def rank(catalog: Catalog, intent: str) -> Ranking:
-    """Score every chunk of the catalog for the intent (see the module docstring)."""
+def scope_mask(catalog: Catalog, scope: Sequence[str]) -> npt.NDArray[np.bool_] | None:
+    """Rows whose file lies under one of the `scope` paths (index paths; '.' is everything)."""
+    if not scope or "." in scope:
+        return None
+    prefixes = tuple(f"{path.rstrip('/')}/" for path in scope)
+    inside = np.array([path.startswith(prefixes) or path in scope for path in catalog.paths], dtype=bool)
+    return inside[catalog.path_of] if len(catalog.paths) else np.zeros(len(catalog), dtype=bool)
+
+
+def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
+    """Score every chunk of the catalog for the intent (see the module docstring); rows outside
+    `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing."""
     n = len(catalog)
     if n == 0:
         empty = np.zeros(0)
         return Ranking(empty, empty, frozenset())
-    lexical = _normalised(lexical_scores(catalog, terms(intent)))
-    named = _mentions(catalog, intent)
+    allowed = scope_mask(catalog, scope)
+    lexical = _normalised(lexical_scores(catalog, terms(intent)) * (1 if allowed is None else allowed))
+    named = {r: w for r, w in _mentions(catalog, intent).items() if allowed is None or allowed[r]}
     mention = np.zeros(n)
     for row, weight in named.items():
         mention[row] = weight
@@ -110,5 +126,7 @@ def rank(catalog: Catalog, intent: str) -> Ranking:
     graph = np.zeros(n)
     for row, value in personalized_pagerank(catalog, seeds).items():
         graph[row] = value
+    if allowed is not None:
+        graph = graph * allowed  # the walk may pass through other roots; only the scope is scored
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
-    return Ranking(scores, lexical, frozenset(named))
+    return Ranking(scores, lexical, frozenset(named), allowed)

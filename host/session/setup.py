@@ -2,7 +2,8 @@
 
 - Repositories are indexed (only changed files re-parse); diamond selection for the intent fills
   the first view with the code it needs (up to `code_share` of the budget), and the repository
-  blocks stay searchable for the router and Explore.
+  blocks stay searchable for the router and Explore. Both keep to the repositories given, even
+  when the store indexes more.
 - Dialogues (JSONL turns) are History pages. The sentry (P13) decides the mode: while the history
   and the intent fit under its pressure threshold the turns are shown whole (chat mode); otherwise
   the history is paged retroactively: topic segments become Consolidated pages over their turns,
@@ -167,10 +168,11 @@ def prepare(
         if index is None:
             raise ValueError("repositories need an index")
         index.update([str(r) for r in inputs.repos])
+        scope = index.scope_of(inputs.repos)  # the store may hold more repositories than asked about
         code = CodeProvider(index)
         blocks.add(code)
-        roots.extend(b.handle for b in code.roots())
-        selection = select_context(index, intent, max(1, int(budget * inputs.code_share)))
+        roots.extend(b.handle for b in code.roots() if b.source in scope)
+        selection = select_context(index, intent, max(1, int(budget * inputs.code_share)), scope=scope)
         selection_tokens = selection.tokens
         state = selection_state(index, selection)
     taken = set(state.pages)

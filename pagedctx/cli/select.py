@@ -43,7 +43,9 @@ def select(
     *,
     intent: str = typer.Option(..., "--intent", help="The change the context is for."),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget (default: config budget)."),
-    repo: Path | None = typer.Option(None, "--repo", help="Index ROOT first (only changed files re-parse)."),
+    repo: Path | None = typer.Option(
+        None, "--repo", help="Index ROOT first (only changed files re-parse) and select from it alone."
+    ),
     store: str | None = typer.Option(
         None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
     ),
@@ -71,7 +73,8 @@ def select(
             index.update([str(repo)])
         if not index.meta().base:
             raise UsageError("the store holds no index yet: pass --repo ROOT, or run `pagedctx index ROOT`")
-        selection = select_context(index, intent, config.budget)
+        scope = index.scope_of([repo]) if repo is not None else ()
+        selection = select_context(index, intent, config.budget, scope=scope)
         if output_format is Format.text:
             output = selection_text(index, selection)
         elif output_format is Format.xml:
