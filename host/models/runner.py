@@ -1,0 +1,142 @@
+"""Running a contract-first module on a backend (M1-M5, P15): payload in, validated envelope out.
+
+`ModelModuleRunner(backend).call(module, payload)`:
+1. the payload is checked against the module's input schema (a mismatch is our bug: UsageError);
+2. the request carries the module's prompt, the payload as JSON and the envelope's JSON schema
+   (the module's meta/data/error sections) for structured output;
+3. the answer is parsed as strict JSON and validated against the v2.2 envelope rules and the
+   module's schema, then by the caller's payload check if any (e.g. a consolidation summary must
+   keep every identifier of its sources, P10);
+4. on any violation the request is sent once more with the violations listed (attempt 2); a
+   second violation raises `EnvelopeViolation` (fail code SCHEMA_VIOLATION) naming them. The
+   caller turns it into a fault step; it never crashes a session.
+`run(module, payload)` returns the `data` of a success envelope (the `ModuleRunner` protocol of
+selection); a failure envelope (the module declining) is a BackendError carrying its code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
+from pagedctx.host.models.base import ModelBackend, ModelReply, ModelRequest
+from pagedctx.host.modules import ModuleSpec, load_module
+from pagedctx.protocol.envelope import FailureEnvelope, SuccessEnvelope, Violation, parse_envelope_json
+
+__all__ = ["ModelModuleRunner", "ModuleAnswer", "PayloadCheck", "envelope_schema"]
+
+PayloadCheck = Callable[[Mapping[str, Any]], list[Violation]]
+
+
+def envelope_schema(spec: ModuleSpec) -> dict[str, Any]:
+    """The JSON schema of the module's envelope: success (meta + data) or failure (meta + error)."""
+    schema = spec.schema
+    success = {
+        "type": "object",
+        "required": ["ok", "meta", "data"],
+        "properties": {"ok": {"const": True}, "meta": schema["meta"], "data": schema["data"]},
+    }
+    failure = {
+        "type": "object",
+        "required": ["ok", "meta", "error"],
+        "properties": {"ok": {"const": False}, "meta": schema["meta"], "error": schema["error"]},
+    }
+    out: dict[str, Any] = {"anyOf": [success, failure]}
+    if "$defs" in schema:
+        out["$defs"] = schema["$defs"]
+    return out
+
+
+@dataclass(frozen=True)
+class ModuleAnswer:
+    """A validated answer: the typed envelope, the raw text, and the reply of the last attempt."""
+
+    envelope: SuccessEnvelope | FailureEnvelope
+    value: dict[str, Any]  # the envelope as parsed JSON
+    text: str
+    reply: ModelReply
+    attempts: int
+
+
+@dataclass
+class ModelModuleRunner:
+    """Runs modules on one backend (see the module docstring)."""
+
+    backend: ModelBackend
+    root: Path | str | None = None
+    max_attempts: int = 2
+    _specs: dict[str, ModuleSpec] = field(default_factory=dict)
+
+    def spec(self, module: str) -> ModuleSpec:
+        spec = self._specs.get(module)
+        if spec is None:
+            spec = self._specs[module] = load_module(module, root=self.root)
+        return spec
+
+    def call(
+        self, module: str, payload: Mapping[str, Any], *, check: PayloadCheck | None = None
+    ) -> ModuleAnswer:
+        spec = self.spec(module)
+        _check_input(spec, payload)
+        user = json.dumps(payload, ensure_ascii=False, indent=1)
+        schema = envelope_schema(spec)
+        violations: list[Violation] = []
+        for attempt in range(1, self.max_attempts + 1):
+            text = user if attempt == 1 else _with_feedback(user, violations)
+            request = ModelRequest(
+                module=module, system=spec.prompt, user=text, schema=schema, attempt=attempt
+            )
+            reply = self.backend.complete(request)
+            value, violations = parse_envelope_json(reply.text)
+            if not violations:
+                violations = spec.validate(value)
+            if not violations and check is not None and isinstance(value, dict) and value.get("ok") is True:
+                violations = check(value["data"])
+            if not violations and isinstance(value, dict):
+                envelope = spec.check(value)
+                return ModuleAnswer(
+                    envelope=envelope, value=value, text=reply.text, reply=reply, attempts=attempt
+                )
+        first = violations[0]
+        raise EnvelopeViolation(
+            f"module {module!r} on {self.backend.name} broke its contract twice ({len(violations)} "
+            f"violation(s)); first: {first.path}: {first.message} [{first.rule}]",
+            violations=[v.model_dump() for v in violations],
+            code=FailCode.SCHEMA_VIOLATION,
+        )
+
+    def run(self, module: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The `data` of the module's success envelope (selection's `ModuleRunner` protocol)."""
+        answer = self.call(module, payload)
+        if isinstance(answer.envelope, FailureEnvelope):
+            raise BackendError(
+                f"module {module!r} on {self.backend.name} declined: {answer.envelope.error.code}: "
+                f"{answer.envelope.error.message}"
+            )
+        data: dict[str, Any] = answer.value["data"]
+        return data
+
+
+def _check_input(spec: ModuleSpec, payload: Mapping[str, Any]) -> None:
+    schema = {**spec.schema.get("input", {}), "$defs": spec.schema.get("$defs", {})}
+    try:
+        jsonschema.validate(dict(payload), schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+        raise UsageError(
+            f"payload for module {spec.name!r} breaks its input schema at {where}: {exc.message}"
+        ) from exc
+
+
+def _with_feedback(user: str, violations: list[Violation]) -> str:
+    listed = "\n".join(f"- {v.path}: {v.message} [{v.rule}]" for v in violations[:12])
+    return (
+        f"{user}\n\nYour previous answer broke the module's contract:\n{listed}\n"
+        "Answer again with one JSON envelope that fixes every point above and changes nothing else."
+    )
