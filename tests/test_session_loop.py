@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import BudgetError
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.models.recorded import ScriptedBackend
+from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.loop import (
     NODE_TOKENS,
     SessionParts,
@@ -24,6 +26,7 @@ from pagedctx.host.session.loop import (
     _node_tokens,
     run_session,
 )
+from pagedctx.host.session.model_roles import ModelWorker
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
@@ -331,3 +334,28 @@ def test_a_session_keeps_to_the_repositories_it_was_given(tmp_path: Path) -> Non
     assert sources == {"b"}
     files = [p for p in prepared.state.pages.values() if p.type.value == "Original"]
     assert files and all(p.summary.startswith("b/") for p in files)
+
+
+META = {"confidence": 0.9, "risk": "low", "explain": "from the view", "model": "scripted"}
+ANSWER = json.dumps(
+    {"ok": True, "meta": META, "data": {"actions": [], "answer": "port 9090", "rationale": "turn t3 says so"}}
+)
+BROKEN = json.dumps({"ok": True, "meta": META, "data": {"actions": [], "answer": "port 9090"}})
+
+
+def test_a_model_worker_that_breaks_its_contract_is_a_fault_step(
+    inputs: SessionInputs, tmp_path: Path
+) -> None:
+    """M3/P9: two broken answers -> SCHEMA_VIOLATION fault step, state kept; the next round answers."""
+    backend = ScriptedBackend([BROKEN, BROKEN, ANSWER])
+    worker = ModelWorker(ModelModuleRunner(backend))
+    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500, worker=worker)
+    first, second = result.rounds[0], result.rounds[1]
+    assert first.faults and first.faults[0].startswith("SCHEMA_VIOLATION") and first.actions == ()
+    assert second.answer == "port 9090" and result.answer == "port 9090"
+    assert [r.attempt for r in backend.requests] == [1, 2, 1]
+    assert (
+        backend.requests[0].module == "worker"
+        and "<PagedContext" in json.loads(backend.requests[0].user)["context"]
+    )
+    assert worker.policy == "scripted:scripted"

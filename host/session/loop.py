@@ -21,9 +21,18 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
-from pagedctx.errors import BusFault
+from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
 from pagedctx.host.session.blocks import BlockProvider
 from pagedctx.host.session.bus import apply_actions
+from pagedctx.host.session.consolidation import (
+    PRESSURE,
+    Pending,
+    Submit,
+    apply_merge,
+    baseline_consolidator,
+    in_process,
+    merge_group,
+)
 from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
@@ -44,6 +53,7 @@ Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explore
 NODE_TOKENS = 45  # a shown <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 TRACE_SHARE = 0.15  # of the budget, at most, for the shown <Reasoning_Trace>
+HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
 
@@ -101,6 +111,7 @@ class SessionParts:
     router: RouterConfig = field(default_factory=RouterConfig)
     search: PageSearch = field(default_factory=ExpandedSearch)
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
+    consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
 
 
 def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
@@ -206,6 +217,15 @@ def _act(state: SessionState, raw: str, parts: SessionParts) -> _Acted:
     return acted
 
 
+def _worker_fault(state: SessionState, failure: EnvelopeViolation | BackendError) -> _Acted:
+    """A worker that gave no usable answer: a fault step, the state as it was (P9, M3)."""
+    code = failure.code if isinstance(failure, EnvelopeViolation) else "BACKEND_ERROR"
+    step = TraceStep(
+        action="Fault", target="worker", reason=f"{code}: {failure.message}"[:500], status="fault"
+    )
+    return _Acted(state=state, steps=[step], faults=[f"{code}: {failure.message}"])
+
+
 def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
     initial: SessionState, request: SessionRequest, parts: SessionParts
 ) -> SessionResult:
@@ -231,8 +251,16 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     frame = _frame_tokens(request, parts.counter)
     recorder = TraceRecorder()  # the trace's digest and page lines, from what each round changed
     node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
+    pending: Pending | None = None  # a merge the Consolidator works on while the round runs
     for number in range(request.max_rounds):
         now = parts.clock()
+        boundary: list[TraceStep] = []
+        if pending is not None:
+            before = state
+            state, merged = apply_merge(state, pending)
+            pending = None
+            _sync_search(parts.search, before, state)
+            boundary.extend([merged] if merged is not None else [])
         intent = scaffold(request.intent, history)
         if isinstance(parts.search, ExpandedSearch):
             parts.search.set_query(f"{request.head} {intent.text}")
@@ -269,19 +297,27 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         )
         state = synthesis.state
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
-        round_steps: list[TraceStep] = list(synthesis.steps)
+        round_steps: list[TraceStep] = [*boundary, *synthesis.steps]
         final = number == request.max_rounds - 1
-        raw = parts.worker(synthesis.xml, intent.text, tuple(explored), final)
-        acted = _act(state, raw, parts)
+        try:
+            raw = parts.worker(synthesis.xml, intent.text, tuple(explored), final)
+        except (EnvelopeViolation, BackendError) as failure:  # a model that broke its contract or is down
+            raw, acted = "", _worker_fault(state, failure)
+        else:
+            acted = _act(state, raw, parts)
         state = acted.state
         round_steps.extend(acted.steps)
         explored.extend(acted.explored)
         faults, actions, round_answer = acted.faults, acted.actions, acted.answer
         steps.extend(round_steps)
-        worker_steps.extend(s for s in round_steps if s.action not in GOVERNANCE_ACTIONS)
+        worker_steps.extend(s for s in round_steps if s.action not in HOST_ACTIONS and s not in boundary)
         before = state
         state = end_round(state).state
         _sync_search(parts.search, before, state)
+        if parts.consolidate is not None and synthesis.tokens >= PRESSURE * request.budget:
+            group = merge_group(state, last_focus)
+            if group:
+                pending = Pending.submit(state, group, parts.consolidate, intent.text)
         if parts.registry is not None:
             parts.registry.save(state)
         report = RoundReport(

@@ -1,0 +1,85 @@
+"""The roles on a model (P9, P10, P15): the Worker and the Consolidator through their modules.
+
+`ModelWorker(runner)` is a `Worker` for `run_session`: it sends the rendered `<PagedContext>` and
+the query to the `worker` module and returns the model's envelope text, which the loop parses
+with the protocol grammar like the baseline's. A model that breaks the contract twice, or a
+backend that fails, raises; the loop records a fault step and the state stays as it was.
+
+`ModelConsolidator(runner)` merges pages through the `consolidator` module and refuses a summary
+that drops an identifier its sources name (the Payload Error check of P10): the violation goes
+back to the model once like any other, then the merge is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pagedctx.host.models.runner import ModelModuleRunner
+from pagedctx.host.session.blocks import code_identifiers
+from pagedctx.pages import Page
+from pagedctx.protocol.envelope import Violation
+
+__all__ = ["ModelConsolidator", "ModelWorker", "dropped_identifiers"]
+
+
+class ModelWorker:
+    """A Worker step on a model, through the `worker` module."""
+
+    def __init__(self, runner: ModelModuleRunner) -> None:
+        self.runner = runner
+
+    @property
+    def policy(self) -> str:
+        return self.runner.backend.name
+
+    def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
+        return self.runner.call("worker", {"context": xml, "query": intent}).text
+
+
+def _page_payload(page: Page) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "id": page.id,
+        "type": page.type.value,
+        "timestamp": page.timestamp.isoformat(),
+        "keywords": list(page.keywords),
+        "summary": page.summary,
+    }
+    content = getattr(page, "content", "")
+    if content:
+        item["content"] = content
+    return item
+
+
+def dropped_identifiers(pages: Sequence[Page], summary: str) -> list[str]:
+    """Identifiers the pages name that the summary does not repeat verbatim (P10)."""
+    named = [n for p in pages for n in code_identifiers(p.summary + "\n" + getattr(p, "content", ""))]
+    return [name for name in dict.fromkeys(named) if name not in summary]
+
+
+class ModelConsolidator:
+    """Merges pages through the `consolidator` module (see the module docstring)."""
+
+    def __init__(self, runner: ModelModuleRunner) -> None:
+        self.runner = runner
+
+    @property
+    def policy(self) -> str:
+        return self.runner.backend.name
+
+    def __call__(self, pages: Sequence[Page], intent: str = "") -> tuple[str, tuple[str, ...]]:
+        def keeps_identifiers(data: Mapping[str, Any]) -> list[Violation]:
+            missing = dropped_identifiers(pages, str(data.get("summary", "")))
+            if not missing:
+                return []
+            return [
+                Violation(
+                    path="$.data.summary",
+                    rule="payload.identifiers_kept",
+                    message=f"the summary drops identifiers of its sources: {', '.join(missing[:8])}",
+                )
+            ]
+
+        payload = {"mode": "freeze", "intent_focus": intent, "pages": [_page_payload(p) for p in pages]}
+        data = self.runner.call("consolidator", payload, check=keeps_identifiers).value["data"]
+        return str(data["summary"]), tuple(str(k) for k in data["keywords"])
