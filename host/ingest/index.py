@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
@@ -131,6 +132,10 @@ class Index:
         self.tokenizer = tokenizer
         self.workers = workers
         self._counter: CachedCounter | None = None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its store and settings (the token counter is rebuilt where it is used)."""
+        return (_index, (self.store, self.tokenizer, self.workers))
 
     @classmethod
     def open(cls, store: Store | str | None = None, *, tokenizer: str = DEFAULT_TOKENIZER) -> Index:
@@ -519,6 +524,10 @@ def _apply_deltas(
 
 def _is_source(name: str) -> bool:
     return language_for_path(name) is not None
+
+
+def _index(store: Store, tokenizer: str, workers: int | None) -> Index:
+    return Index(store, tokenizer=tokenizer, workers=workers)
 
 
 def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:

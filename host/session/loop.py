@@ -37,7 +37,8 @@ from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.router import RouterConfig, address, apply_plan, hot_for_budget
+from pagedctx.host.session.router import RouterConfig, apply_plan, hot_for_budget
+from pagedctx.host.session.routing import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceRecorder, TraceWriter
@@ -111,6 +112,7 @@ class SessionParts:
     router: RouterConfig = field(default_factory=RouterConfig)
     search: PageSearch = field(default_factory=ExpandedSearch)
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
+    router_role: Router | None = None  # None: a LocalRouter over `search`, `blocks` and `memory`
     consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
 
 
@@ -167,6 +169,13 @@ def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, flo
     return out
 
 
+def _sync(router: Router, before: SessionState, after: SessionState) -> None:
+    """Tell the router what changed (nothing to say: no call)."""
+    removed, changed = changes(before, after)
+    if removed or changed:
+        router.sync(removed, changed)
+
+
 def _sync_search(search: PageSearch, before: SessionState, after: SessionState) -> None:
     """Re-index the pages that are new or replaced and drop the removed ones, in proportion to them.
 
@@ -193,7 +202,7 @@ class _Acted:
     explored: list[str] = field(default_factory=list)
 
 
-def _act(state: SessionState, raw: str, parts: SessionParts) -> _Acted:
+def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> _Acted:
     """Parse the worker's output and apply its actions atomically (a Bus Fault changes nothing)."""
     try:
         output = parse_worker_output(raw)
@@ -213,7 +222,7 @@ def _act(state: SessionState, raw: str, parts: SessionParts) -> _Acted:
         acted.explored = [a.handle for a in output.actions if isinstance(a, Explore)]
     elif outcome.fault is not None:
         acted.faults.append(f"{outcome.fault.code}: {outcome.fault.message}")
-    _sync_search(parts.search, state, acted.state)
+    _sync(router, state, acted.state)
     return acted
 
 
@@ -231,7 +240,12 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
 ) -> SessionResult:
     """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""
     state = initial
-    parts.search.add_pages(state.pages.values())
+    router = (
+        parts.router_role
+        if parts.router_role is not None
+        else LocalRouter(parts.search, parts.blocks, parts.memory)
+    )
+    router.sync([], list(state.pages.values()))
     steps: list[TraceStep] = []
     reports: list[RoundReport] = []
     history = list(request.history)
@@ -259,28 +273,25 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             before = state
             state, merged = apply_merge(state, pending)
             pending = None
-            _sync_search(parts.search, before, state)
+            _sync(router, before, state)
             boundary.extend([merged] if merged is not None else [])
         intent = scaffold(request.intent, history)
-        if isinstance(parts.search, ExpandedSearch):
-            parts.search.set_query(f"{request.head} {intent.text}")
-        plan = address(
+        plan = router.plan(
             state,
-            intent=intent.text,
-            search=parts.search,
-            blocks=parts.blocks,
-            block_roots=parts.block_roots if intent.text not in addressed else (),
-            memory=parts.memory,
-            head=request.head,
-            config=router_config,
-            proposed=frozenset(proposed),
+            PlanRequest(
+                intent=intent.text,
+                head=request.head,
+                block_roots=tuple(parts.block_roots) if intent.text not in addressed else (),
+                config=router_config,
+                proposed=frozenset(proposed),
+            ),
         )
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
         allowance = max(1, (request.budget - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
-        _sync_search(parts.search, before, state)
+        _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         last_relevance = _relevance(state, plan.relevance)
         synthesis = synthesize(
@@ -304,7 +315,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         except (EnvelopeViolation, BackendError) as failure:  # a model that broke its contract or is down
             raw, acted = "", _worker_fault(state, failure)
         else:
-            acted = _act(state, raw, parts)
+            acted = _act(state, raw, parts, router)
         state = acted.state
         round_steps.extend(acted.steps)
         explored.extend(acted.explored)
@@ -313,7 +324,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         worker_steps.extend(s for s in round_steps if s.action not in HOST_ACTIONS and s not in boundary)
         before = state
         state = end_round(state).state
-        _sync_search(parts.search, before, state)
+        _sync(router, before, state)
         if parts.consolidate is not None and synthesis.tokens >= PRESSURE * request.budget:
             group = merge_group(state, last_focus)
             if group:

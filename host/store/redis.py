@@ -175,6 +175,10 @@ class RedisStore:
                 ) from exc
             self._release = self._client.register_script(_RELEASE)
 
+    def __reduce__(self) -> tuple[type[RedisStore], tuple[str]]:
+        """Pickled as its URL: a copy in another process (a Ray actor) opens its own connection."""
+        return (RedisStore, (self._url,))
+
     @property
     def url(self) -> str:
         return self._url

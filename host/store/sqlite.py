@@ -164,6 +164,10 @@ class SqliteStore:
                 ) from exc
             self._conn = self._connect()
 
+    def __reduce__(self) -> tuple[type[SqliteStore], tuple[str]]:
+        """Pickled as its path: a copy in another process (a Ray actor) opens its own connection."""
+        return (SqliteStore, (str(self._path),))
+
     # -- connection -----------------------------------------------------------------------------
 
     @property

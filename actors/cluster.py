@@ -1,0 +1,136 @@
+"""The roles on Ray (D1, DESIGN.md section 4): actors from a profile, adapters for the turn loop.
+
+`start_roles(...)` starts a Router, a Worker and a Consolidator actor on the Ray cluster
+(`ensure_ray` starts a local one on 127.0.0.1 when none is running). Every actor restarts after a
+crash (`max_restarts`) and retries the call it was running (`max_task_retries`); the Router
+reloads the session's pages from the store, Worker and Consolidator hold nothing between calls,
+so a round interrupted by a crash is taken again from the last atomic state. The Consolidator
+is an async actor whose merges run in their own concurrency group, so the Worker never waits on
+it. `RayRoles` hands the loop what it expects: a `Router`, a `Worker` and a consolidation
+`Submit`, so `run_session` is the same code in both runtimes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pagedctx.actors.roles import ConsolidatorRole, RouterRole, WorkerRole
+from pagedctx.host.models.factory import RoleSpec
+from pagedctx.host.session.blocks import BlockProvider
+from pagedctx.host.session.consolidation import Result
+from pagedctx.host.session.router import RouterPlan
+from pagedctx.host.session.routing import PlanRequest
+from pagedctx.pages import Page, SessionState
+
+__all__ = ["ActorOptions", "RayRoles", "ensure_ray", "start_roles"]
+
+
+def ensure_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Connect to Ray, starting a local cluster on 127.0.0.1 if none runs (RAY_ADDRESS is honoured)."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind to 127.0.0.1 (REFERENCE.md)
+    import ray
+
+    if ray.is_initialized():
+        return
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if "RAY_ADDRESS" not in os.environ:
+        options.update(num_cpus=num_cpus, num_gpus=num_gpus)
+    ray.init(**options)
+
+
+@dataclass(frozen=True)
+class ActorOptions:
+    """Placement and fault tolerance of one role's actor (from the profile's `ray:` section)."""
+
+    num_cpus: float = 0.0
+    num_gpus: float = 0.0
+    max_restarts: int = 3
+    max_task_retries: int = 2
+
+
+@dataclass
+class RayRoles:
+    """Handles of the three actors, and the loop-facing adapters over them."""
+
+    router: Any
+    worker: Any
+    consolidator: Any
+    _updates: list[tuple[list[str], list[Page]]] = field(default_factory=list)
+
+    # --- Router (the `Router` protocol of host.session.routing)
+
+    def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
+        """Kept here and sent with the next plan: one call a round, applied in order before planning."""
+        self._updates.append((list(removed), list(changed)))
+
+    def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
+        import ray
+
+        updates, self._updates = self._updates, []
+        plan: RouterPlan = ray.get(self.router.plan.remote(state, request, updates))
+        return plan
+
+    # --- Worker (the loop's `Worker` callable)
+
+    def step(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
+        import ray
+
+        text: str = ray.get(self.worker.step.remote(xml, intent, tuple(explored), final))
+        return text
+
+    # --- Consolidator (the loop's `Submit`)
+
+    def submit(self, pages: Sequence[Page], intent: str) -> Result:
+        import ray
+
+        method = self.consolidator.consolidate.options(concurrency_group="background")
+        ref = method.remote(tuple(pages), intent)
+
+        def result() -> tuple[str, tuple[str, ...]]:
+            value: tuple[str, tuple[str, ...]] = ray.get(ref)
+            return value
+
+        return result
+
+    def shutdown(self) -> None:
+        import ray
+
+        for handle in (self.router, self.worker, self.consolidator):
+            ray.kill(handle, no_restart=True)
+
+
+def start_roles(
+    *,
+    blocks: BlockProvider | None,
+    worker: RoleSpec | None = None,
+    consolidator: RoleSpec | None = None,
+    store_url: str | None = None,
+    session: str | None = None,
+    options: dict[str, ActorOptions] | None = None,
+) -> RayRoles:
+    """Start the three role actors (the cluster must be up: `ensure_ray`)."""
+    import ray
+
+    chosen = options or {}
+
+    def remote(cls: type, role: str, **extra: Any) -> Any:
+        opts = chosen.get(role, ActorOptions())
+        return ray.remote(
+            num_cpus=opts.num_cpus,
+            num_gpus=opts.num_gpus,
+            max_restarts=opts.max_restarts,
+            max_task_retries=opts.max_task_retries,
+            **extra,
+        )(cls)
+
+    router = remote(RouterRole, "router").remote(blocks, store_url, session)
+    worker_actor = remote(WorkerRole, "worker").remote(worker or RoleSpec())
+    consolidator_actor = (
+        remote(ConsolidatorRole, "consolidator", concurrency_groups={"background": 1})
+        .options(max_concurrency=2)
+        .remote(consolidator or RoleSpec())
+    )
+    return RayRoles(router=router, worker=worker_actor, consolidator=consolidator_actor)

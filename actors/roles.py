@@ -1,0 +1,111 @@
+"""The three roles as plain classes with async methods (DESIGN.md section 4; D1, P15).
+
+`RouterRole` keeps a page search in step with the session (`sync`) and plans rounds (`plan`);
+`WorkerRole` takes one Worker step over a rendered context; `ConsolidatorRole` merges pages.
+Each builds its policy from a `RoleSpec` in its own process (the baseline, or a model backend), so
+the same classes run in-process or as Ray actors (`cluster.py`). `ping` says which process and
+whether Ray rebuilt the actor after a crash. A RouterRole rebuilt by Ray reloads the session's
+pages from the store (`SessionRegistry`) before it plans again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from pagedctx.host.models.factory import RoleSpec, build_backend
+from pagedctx.host.models.runner import ModelModuleRunner
+from pagedctx.host.session.blocks import BlockProvider
+from pagedctx.host.session.consolidation import Consolidator, baseline_consolidator
+from pagedctx.host.session.loop import Worker
+from pagedctx.host.session.model_roles import ModelConsolidator, ModelWorker
+from pagedctx.host.session.registry import SessionRegistry
+from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.router import RouterPlan
+from pagedctx.host.session.routing import LocalRouter, PlanRequest
+from pagedctx.host.store.url import open_store
+from pagedctx.pages import Page, SessionState
+
+__all__ = ["ConsolidatorRole", "RouterRole", "WorkerRole", "build_consolidator", "build_worker"]
+
+
+def _baseline_worker(xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
+    return baseline_worker(xml, intent, explored=explored, final=final)
+
+
+def build_worker(spec: RoleSpec) -> Worker:
+    if spec.backend == "baseline":
+        return _baseline_worker
+    return ModelWorker(ModelModuleRunner(build_backend(spec)))
+
+
+def build_consolidator(spec: RoleSpec) -> Consolidator:
+    if spec.backend == "baseline":
+        return baseline_consolidator
+    return ModelConsolidator(ModelModuleRunner(build_backend(spec)))
+
+
+def _reconstructed() -> bool:
+    try:
+        import ray
+
+        return bool(ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:
+        return False
+
+
+class WorkerRole:
+    """One Worker step per call (stateless between calls: a restarted Worker just goes on)."""
+
+    def __init__(self, spec: RoleSpec) -> None:
+        self.spec = spec
+        self.worker = build_worker(spec)
+
+    async def step(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
+        return self.worker(xml, intent, explored, final)
+
+    async def ping(self) -> tuple[int, bool]:
+        return os.getpid(), _reconstructed()
+
+
+class ConsolidatorRole:
+    """Merges pages; under Ray its calls run in their own concurrency group ("background")."""
+
+    def __init__(self, spec: RoleSpec) -> None:
+        self.spec = spec
+        self.consolidator = build_consolidator(spec)
+
+    async def consolidate(self, pages: Sequence[Page], intent: str) -> tuple[str, tuple[str, ...]]:
+        return self.consolidator(pages, intent)
+
+    async def ping(self) -> tuple[int, bool]:
+        return os.getpid(), _reconstructed()
+
+
+class RouterRole:
+    """The baseline router (`LocalRouter`) behind async calls; reloads from the store after a crash."""
+
+    def __init__(
+        self, blocks: BlockProvider | None, store_url: str | None = None, session: str | None = None
+    ) -> None:
+        self.local = LocalRouter(blocks=blocks)
+        if store_url is not None and session is not None and _reconstructed():
+            state = SessionRegistry(open_store(store_url), session).load()
+            self.local.sync([], list(state.pages.values()))
+
+    async def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
+        self.local.sync(removed, changed)
+
+    async def plan(
+        self,
+        state: SessionState,
+        request: PlanRequest,
+        updates: Sequence[tuple[Sequence[str], Sequence[Page]]] = (),
+    ) -> RouterPlan:
+        """Apply the search updates sent with the call (in order), then plan the round."""
+        for removed, changed in updates:
+            self.local.sync(removed, changed)
+        return self.local.plan(state, request)
+
+    async def ping(self) -> tuple[int, bool]:
+        return os.getpid(), _reconstructed()

@@ -1,0 +1,126 @@
+"""The roles as Ray actors (D1, P15): same sessions as in-process, restarts, background merges."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import ray
+from test_session_loop import Clock, inputs, write_dialogue  # noqa: F401 - the fixture
+
+from pagedctx.actors.cluster import RayRoles, ensure_ray, start_roles
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
+from pagedctx.host.session.registry import SessionRegistry
+from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.host.session.trace import TraceWriter, read_trace
+from pagedctx.host.store.url import open_store
+from pagedctx.protocol.tokens import token_counter
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> None:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ensure_ray(num_cpus=2)
+
+
+def _session(
+    session_inputs: SessionInputs,
+    tmp_path: Path,
+    intent: str,
+    budget: int,
+    *,
+    on_ray: bool,
+    crash: dict[int, str] | None = None,
+) -> tuple[SessionResult, Path]:
+    """One session in-process or on Ray; `crash`: round -> role whose actor is killed before it."""
+    counter = token_counter(None)
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    clock = Clock()
+    prepared = prepare(
+        session_inputs, intent=intent, budget=budget, counter=counter, now=clock(), index=Index(store)
+    )
+    trace = tmp_path / ("ray.jsonl" if on_ray else "inproc.jsonl")
+    url = store.url
+    roles: RayRoles | None = (
+        start_roles(blocks=prepared.blocks, store_url=url, session="s1") if on_ray else None
+    )
+    parts = SessionParts(
+        blocks=prepared.blocks,
+        counter=counter,
+        clock=clock,
+        worker=roles.step if roles else (lambda x, t, e, f: baseline_worker(x, t, explored=e, final=f)),
+        block_roots=list(prepared.roots),
+        trace=TraceWriter(trace),
+    )
+    parts.registry = SessionRegistry(store, "s1")
+    if roles is not None:
+        parts.router_role = roles
+        parts.consolidate = roles.submit
+        rounds = iter(range(100))
+
+        def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
+            role = (crash or {}).get(next(rounds))
+            if role is not None:
+                pid, _ = ray.get(getattr(roles, role).ping.remote())
+                ray.kill(getattr(roles, role), no_restart=False)
+                restarted.append((role, pid))
+            return roles.step(xml, text, explored, final)
+
+        parts.worker = worker
+    request = SessionRequest(session="s1", intent=intent, budget=budget, max_rounds=4)
+    restarted: list[tuple[str, int]] = []
+    try:
+        result = run_session(prepared.state, request, parts)
+        for role, pid in restarted:  # each killed actor came back in a new process, rebuilt by Ray
+            new_pid, rebuilt = ray.get(getattr(roles, role).ping.remote())
+            assert new_pid != pid and rebuilt, role
+        return result, trace
+    finally:
+        if roles is not None:
+            roles.shutdown()
+
+
+def test_ray_and_inproc_runtimes_give_identical_sessions(
+    ray_cluster: None,
+    inputs: SessionInputs,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """D1: the same plans, XML, answers and state digests round for round, with the roles on Ray."""
+    turns = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
+    long = write_dialogue(tmp_path / "long.jsonl", turns)
+    session_inputs = inputs.model_copy(update={"dialogues": (long,)})
+    intent = "which service restarted"
+    local, local_trace = _session(session_inputs, tmp_path / "a", intent, 1200, on_ray=False)
+    remote, remote_trace = _session(session_inputs, tmp_path / "a", intent, 1200, on_ray=True)
+    assert remote.xml == local.xml and remote.answer == local.answer and remote.tokens == local.tokens
+    assert [r.model_dump() for r in remote.rounds] == [r.model_dump() for r in local.rounds]
+    ours = [(e.state_digest, e.xml_sha256, e.plan) for e in read_trace(remote_trace)]
+    theirs = [(e.state_digest, e.xml_sha256, e.plan) for e in read_trace(local_trace)]
+    assert ours == theirs
+    assert any(step.action == "Consolidate" for step in remote.steps)  # a merge ran on the actor
+    assert len(remote.rounds) > 1
+
+
+def test_killed_actors_are_replaced_and_the_session_goes_on(
+    ray_cluster: None,
+    inputs: SessionInputs,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """P15 fault tolerance: the Router killed in round 1 (rebuilt, it reloads the session's pages from
+    the store), the Worker in round 2 (its step is retried): the session ends as an uninterrupted one."""
+    turns = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
+    session_inputs = inputs.model_copy(update={"dialogues": (write_dialogue(tmp_path / "d.jsonl", turns),)})
+    intent = "which service restarted"
+    calm, _ = _session(session_inputs, tmp_path / "calm", intent, 1200, on_ray=True)
+    crashed, _ = _session(
+        session_inputs, tmp_path / "crash", intent, 1200, on_ray=True, crash={1: "router", 2: "worker"}
+    )
+    assert len(crashed.rounds) >= 3  # the rebuilt router planned at least one round
+    assert crashed.xml == calm.xml and crashed.answer == calm.answer
+    assert [r.model_dump() for r in crashed.rounds] == [r.model_dump() for r in calm.rounds]
