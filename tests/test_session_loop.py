@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -195,10 +196,15 @@ def test_property_budget_never_exceeded(
     assert result.tokens <= budget and all(r.tokens <= budget for r in result.rounds)
 
 
-def test_cli_run_json_contract(inputs: SessionInputs, tmp_path: Path) -> None:
-    """Issue 6 item 8: `pagedctx run --format json` keeps the contract."""
+@pytest.mark.parametrize("runtime", ["inproc", pytest.param("ray", marks=pytest.mark.integration)])
+def test_cli_run_json_contract(inputs: SessionInputs, tmp_path: Path, runtime: str) -> None:
+    """Issue 6 item 8: `pagedctx run --format json` keeps the contract, in both runtimes (D1)."""
+    if runtime == "ray":
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     args = [
         "run",
+        "--runtime",
+        runtime,
         "--intent",
         "which port does staging listen on now",
         "--budget",
@@ -225,7 +231,24 @@ def test_cli_run_json_contract(inputs: SessionInputs, tmp_path: Path) -> None:
     assert all(list(page) == keys for page in data["pages"])
     shown = [s for page in data["pages"] for s in page["shows"]]
     assert "t3" in shown
-    assert "pagedctx run (baseline)" in result.stderr
+    assert f"pagedctx run (baseline, {runtime})" in result.stderr
+
+
+def test_cli_run_takes_the_roles_from_the_profile(inputs: SessionInputs, tmp_path: Path) -> None:
+    """P15: `models.roles` in a profile puts a backend behind a role; the outputs name it."""
+    profile = tmp_path / "scripted.yaml"
+    profile.write_text(
+        "runtime: inproc\nmodels:\n  roles:\n    worker:\n      backend: scripted\n      answers:\n"
+        f"        - '{ANSWER}'\n"
+    )
+    args = ["run", "--intent", "staging port", "--format", "json", "--profile", str(profile)]
+    args += ["--dialogue", str(inputs.dialogues[0]), "--store", f"sqlite:///{tmp_path / 'p.db'}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["policy"] == "scripted" and "port 9090" in result.stderr
+    profile.write_text("models:\n  roles:\n    planner: {backend: openai}\n")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "unknown roles ['planner']" in result.stderr
 
 
 def test_cli_run_errors_exit_2(tmp_path: Path) -> None:

