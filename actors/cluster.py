@@ -95,6 +95,13 @@ class RayRoles:
 
         return result
 
+    def reset(self, blocks: BlockProvider | None) -> None:
+        """Reuse the actors for another session: the router starts over with these blocks."""
+        import ray
+
+        self._updates = []
+        ray.get(self.router.reset.remote(blocks))
+
     def shutdown(self) -> None:
         import ray
 

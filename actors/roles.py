@@ -93,6 +93,10 @@ class RouterRole:
             state = SessionRegistry(open_store(store_url), session).load()
             self.local.sync([], list(state.pages.values()))
 
+    async def reset(self, blocks: BlockProvider | None) -> None:
+        """Start over for another session (a long-lived actor keeps its warm caches: WordNet, terms)."""
+        self.local = LocalRouter(blocks=blocks)
+
     async def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
         self.local.sync(removed, changed)
 
