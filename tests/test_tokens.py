@@ -69,3 +69,21 @@ def test_huggingface_tokenizer_from_a_local_folder(tmp_path: Path) -> None:
     (tmp_path / "broken" / "tokenizer.json").write_text(json.dumps({"not": "a tokenizer"}))
     with pytest.raises(TokenizerError, match=r"not a readable tokenizer\.json"):
         token_counter(f"hf:{tmp_path / 'broken'}")
+
+
+def test_a_served_models_tokenizer_comes_from_the_local_hub_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 7 item 5: `hf:<org>/<model>` counts with that model's tokenizer.json, never downloading."""
+    tokenizers = pytest.importorskip("tokenizers")
+    model = tokenizers.models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]")
+    tokenizer = tokenizers.Tokenizer(model)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    snapshot = tmp_path / "hub" / "models--acme--tiny-chat" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    tokenizer.save(str(snapshot / "tokenizer.json"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    counter = token_counter("hf:acme/tiny-chat")
+    assert counter.count("hello world hello") == 3 and counter.name.endswith("tokenizer.json")
+    with pytest.raises(TokenizerError, match="huggingface-cli download acme/missing"):
+        token_counter("hf:acme/missing")

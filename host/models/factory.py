@@ -41,7 +41,7 @@ class RoleSpec(BaseModel):
 
     @property
     def policy(self) -> str:
-        """How outputs name this role's policy: `baseline`, `scripted`, `replay:<file>`, `<backend>:<model>`."""
+        """How outputs name the role's policy: baseline, scripted, replay:<file> or <backend>:<model>."""
         if self.backend in ("baseline", "scripted"):
             return self.backend
         return f"replay:{self.recording}" if self.backend == "replay" else f"{self.backend}:{self.model}"
