@@ -112,6 +112,7 @@ class RayRoles:
 def start_roles(
     *,
     blocks: BlockProvider | None,
+    router: RoleSpec | None = None,
     worker: RoleSpec | None = None,
     consolidator: RoleSpec | None = None,
     store_url: str | None = None,
@@ -133,11 +134,11 @@ def start_roles(
             **extra,
         )(cls)
 
-    router = remote(RouterRole, "router").remote(blocks, store_url, session)
+    router_actor = remote(RouterRole, "router").remote(blocks, store_url, session, router or RoleSpec())
     worker_actor = remote(WorkerRole, "worker").remote(worker or RoleSpec())
     consolidator_actor = (
         remote(ConsolidatorRole, "consolidator", concurrency_groups={"background": 1})
         .options(max_concurrency=2)
         .remote(consolidator or RoleSpec())
     )
-    return RayRoles(router=router, worker=worker_actor, consolidator=consolidator_actor)
+    return RayRoles(router=router_actor, worker=worker_actor, consolidator=consolidator_actor)

@@ -18,7 +18,8 @@ from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.blocks import BlockProvider
 from pagedctx.host.session.consolidation import Consolidator, baseline_consolidator
 from pagedctx.host.session.loop import Worker
-from pagedctx.host.session.model_roles import ModelConsolidator, ModelWorker
+from pagedctx.host.session.memory import Memory, StoreMemory
+from pagedctx.host.session.model_roles import ModelConsolidator, ModelRouter, ModelWorker
 from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.router import RouterPlan
@@ -26,7 +27,14 @@ from pagedctx.host.session.routing import LocalRouter, PlanRequest
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 
-__all__ = ["ConsolidatorRole", "RouterRole", "WorkerRole", "build_consolidator", "build_worker"]
+__all__ = [
+    "ConsolidatorRole",
+    "RouterRole",
+    "WorkerRole",
+    "build_consolidator",
+    "build_router",
+    "build_worker",
+]
 
 
 def _baseline_worker(xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
@@ -43,6 +51,15 @@ def build_consolidator(spec: RoleSpec) -> Consolidator:
     if spec.backend == "baseline":
         return baseline_consolidator
     return ModelConsolidator(ModelModuleRunner(build_backend(spec)))
+
+
+def build_router(
+    spec: RoleSpec, blocks: BlockProvider | None, memory: Memory | None = None
+) -> LocalRouter | ModelRouter:
+    local = LocalRouter(blocks=blocks, memory=memory)
+    if spec.backend == "baseline":
+        return local
+    return ModelRouter(ModelModuleRunner(build_backend(spec)), local)
 
 
 def _reconstructed() -> bool:
@@ -83,22 +100,29 @@ class ConsolidatorRole:
 
 
 class RouterRole:
-    """The baseline router (`LocalRouter`) behind async calls; reloads from the store after a crash."""
+    """The router (baseline `LocalRouter`, or a `ModelRouter` over it) behind async calls; reloads the
+    session's pages from the store after a crash."""
 
     def __init__(
-        self, blocks: BlockProvider | None, store_url: str | None = None, session: str | None = None
+        self,
+        blocks: BlockProvider | None,
+        store_url: str | None = None,
+        session: str | None = None,
+        spec: RoleSpec | None = None,
     ) -> None:
-        self.local = LocalRouter(blocks=blocks)
+        self.spec = spec or RoleSpec()
+        self.memory = StoreMemory(open_store(store_url)) if store_url is not None else None
+        self.router = build_router(self.spec, blocks, self.memory)
         if store_url is not None and session is not None and _reconstructed():
             state = SessionRegistry(open_store(store_url), session).load()
-            self.local.sync([], list(state.pages.values()))
+            self.router.sync([], list(state.pages.values()))
 
     async def reset(self, blocks: BlockProvider | None) -> None:
         """Start over for another session (a long-lived actor keeps its warm caches: WordNet, terms)."""
-        self.local = LocalRouter(blocks=blocks)
+        self.router = build_router(self.spec, blocks, self.memory)
 
     async def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
-        self.local.sync(removed, changed)
+        self.router.sync(removed, changed)
 
     async def plan(
         self,
@@ -108,8 +132,8 @@ class RouterRole:
     ) -> RouterPlan:
         """Apply the search updates sent with the call (in order), then plan the round."""
         for removed, changed in updates:
-            self.local.sync(removed, changed)
-        return self.local.plan(state, request)
+            self.router.sync(removed, changed)
+        return self.router.plan(state, request)
 
     async def ping(self) -> tuple[int, bool]:
         return os.getpid(), _reconstructed()

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import BudgetError
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.loop import (
@@ -27,8 +28,9 @@ from pagedctx.host.session.loop import (
     _node_tokens,
     run_session,
 )
-from pagedctx.host.session.model_roles import ModelWorker
+from pagedctx.host.session.model_roles import ModelRouter, ModelWorker
 from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.session.trace import TraceWriter, read_trace
@@ -382,3 +384,38 @@ def test_a_model_worker_that_breaks_its_contract_is_a_fault_step(
         and "<PagedContext" in json.loads(backend.requests[0].user)["context"]
     )
     assert worker.policy == "scripted:scripted"
+
+
+def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
+    inputs: SessionInputs, tmp_path: Path
+) -> None:
+    """P8/M3: a router model answering garbage twice: a fault step, a round without reveals, then on."""
+    calls: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        calls.append(request.module)
+        if len(calls) <= 2:
+            return "{not json"
+        offered = [page["id"] for page in json.loads(request.user)["pages"]]
+        data = {"intent_focus": "staging port", "hot": offered[:2], "indexed": [], "pblocks": [],
+                "recall_keywords": ["port"], "rationale": "the port turns"}  # fmt: skip
+        return json.dumps({"ok": True, "meta": META, "data": data})
+
+    router = ModelRouter(ModelModuleRunner(ScriptedBackend(answer)), LocalRouter())
+
+    def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
+        return baseline_worker(xml, text, explored=explored, final=final)
+
+    counter = token_counter(None)
+    clock = Clock()
+    prepared = prepare(inputs.model_copy(update={"repos": ()}), intent="staging port", budget=2500,
+                       counter=counter, now=clock())  # fmt: skip
+    parts = SessionParts(
+        blocks=prepared.blocks, counter=counter, clock=clock, worker=worker, router_role=router
+    )
+    result = run_session(
+        prepared.state, SessionRequest(session="s", intent="staging port", budget=2500), parts
+    )
+    assert result.rounds[0].faults and result.rounds[0].faults[0].startswith("SCHEMA_VIOLATION")
+    assert any(s.action == "Fault" and s.target == "router" for s in result.steps)
+    assert len(result.rounds) >= 2 and calls[:3] == ["router"] * 3

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 from pages_factory import said
 from test_lexicon import needs_wordnet
 
+from pagedctx.errors import EnvelopeViolation
+from pagedctx.host.models.recorded import ScriptedBackend
+from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.expanded import ExpandedSearch
+from pagedctx.host.session.model_roles import ModelRouter
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, address
+from pagedctx.host.session.routing import LocalRouter, PlanRequest
 from pagedctx.pages import SessionState
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -64,3 +70,38 @@ def test_precision_counts_a_related_word_as_half_a_match(expanded: ExpandedSearc
         state, intent="where does my sibling reside", search=expanded, config=RouterConfig(max_hot=2)
     )
     assert set(plan.hot) == {"00000001", "00000002"}
+
+
+def router_answer(hot: list[str], indexed: list[str]) -> str:
+    data = {
+        "intent_focus": "which car the user drives now",
+        "hot": hot,
+        "indexed": indexed,
+        "pblocks": [],
+        "recall_keywords": ["car"],
+        "rationale": "the latest car statement",
+    }
+    return json.dumps(
+        {"ok": True, "meta": {"confidence": 0.8, "risk": "low", "explain": "chosen"}, "data": data}
+    )
+
+
+def test_a_router_model_decides_hot_and_indexed_among_what_was_recalled() -> None:
+    """P8 on a model: stage one recalls, the `router` module decides; ids not offered are refused."""
+    state = turns(
+        "The car needs new tyres before winter.",
+        "I sold the old car and got a Volvo instead.",
+        "Lunch at the ramen place on Friday?",
+    )
+    backend = ScriptedBackend([router_answer(["00000002"], ["00000001"])])
+    router = ModelRouter(ModelModuleRunner(backend), LocalRouter())
+    router.sync([], list(state.pages.values()))
+    plan = router.plan(state, PlanRequest(intent="which car do I drive", config=RouterConfig(max_hot=2)))
+    assert plan.hot == ("00000002",) and plan.indexed == ("00000001",) and plan.policy == "scripted:scripted"
+    offered = [page["id"] for page in json.loads(backend.requests[0].user)["pages"]]
+    assert set(offered) <= set(state.pages) and "00000002" in offered
+    wrong = ScriptedBackend([router_answer(["deadbeef"], [])] * 2)
+    stray = ModelRouter(ModelModuleRunner(wrong), router.local)
+    with pytest.raises(EnvelopeViolation, match="not offered"):
+        stray.plan(state, PlanRequest(intent="which car do I drive"))
+    assert wrong.requests[1].attempt == 2 and "deadbeef" in wrong.requests[1].user

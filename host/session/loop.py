@@ -37,7 +37,7 @@ from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.router import RouterConfig, apply_plan, hot_for_budget
+from pagedctx.host.session.router import RouterConfig, RouterPlan, apply_plan, hot_for_budget
 from pagedctx.host.session.routing import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
@@ -226,12 +226,12 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
     return acted
 
 
-def _worker_fault(state: SessionState, failure: EnvelopeViolation | BackendError) -> _Acted:
-    """A worker that gave no usable answer: a fault step, the state as it was (P9, M3)."""
+def _worker_fault(
+    state: SessionState, failure: EnvelopeViolation | BackendError, target: str = "worker"
+) -> _Acted:
+    """A role that gave no usable answer: a fault step, the state as it was (P9, M3)."""
     code = failure.code if isinstance(failure, EnvelopeViolation) else "BACKEND_ERROR"
-    step = TraceStep(
-        action="Fault", target="worker", reason=f"{code}: {failure.message}"[:500], status="fault"
-    )
+    step = TraceStep(action="Fault", target=target, reason=f"{code}: {failure.message}"[:500], status="fault")
     return _Acted(state=state, steps=[step], faults=[f"{code}: {failure.message}"])
 
 
@@ -269,6 +269,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     for number in range(request.max_rounds):
         now = parts.clock()
         boundary: list[TraceStep] = []
+        router_faults: list[str] = []
         if pending is not None:
             before = state
             state, merged = apply_merge(state, pending)
@@ -276,16 +277,20 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             _sync(router, before, state)
             boundary.extend([merged] if merged is not None else [])
         intent = scaffold(request.intent, history)
-        plan = router.plan(
-            state,
-            PlanRequest(
-                intent=intent.text,
-                head=request.head,
-                block_roots=tuple(parts.block_roots) if intent.text not in addressed else (),
-                config=router_config,
-                proposed=frozenset(proposed),
-            ),
+        asked = PlanRequest(
+            intent=intent.text,
+            head=request.head,
+            block_roots=tuple(parts.block_roots) if intent.text not in addressed else (),
+            config=router_config,
+            proposed=frozenset(proposed),
         )
+        try:
+            plan = router.plan(state, asked)
+        except (EnvelopeViolation, BackendError) as failure:  # a router model: a fault step, no reveals
+            plan = RouterPlan(intent_focus=intent.text, keywords=(), policy="fault")
+            refused = _worker_fault(state, failure, target="router")
+            boundary.extend(refused.steps)
+            router_faults.extend(refused.faults)
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
@@ -319,7 +324,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         state = acted.state
         round_steps.extend(acted.steps)
         explored.extend(acted.explored)
-        faults, actions, round_answer = acted.faults, acted.actions, acted.answer
+        faults, actions, round_answer = [*router_faults, *acted.faults], acted.actions, acted.answer
         steps.extend(round_steps)
         worker_steps.extend(s for s in round_steps if s.action not in HOST_ACTIONS and s not in boundary)
         before = state

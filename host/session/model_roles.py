@@ -1,4 +1,4 @@
-"""The roles on a model (P9, P10, P15): the Worker and the Consolidator through their modules.
+"""The roles on a model (P8, P9, P10, P15): Router, Worker and Consolidator through their modules.
 
 `ModelWorker(runner)` is a `Worker` for `run_session`: it sends the rendered `<PagedContext>` and
 the query to the `worker` module and returns the model's envelope text, which the loop parses
@@ -17,10 +17,12 @@ from typing import Any
 
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.blocks import code_identifiers
-from pagedctx.pages import Page
+from pagedctx.host.session.router import BlockPick, RouterPlan
+from pagedctx.host.session.routing import LocalRouter, PlanRequest
+from pagedctx.pages import Page, SessionState
 from pagedctx.protocol.envelope import Violation
 
-__all__ = ["ModelConsolidator", "ModelWorker", "dropped_identifiers"]
+__all__ = ["ModelConsolidator", "ModelRouter", "ModelWorker", "dropped_identifiers"]
 
 
 class ModelWorker:
@@ -83,3 +85,62 @@ class ModelConsolidator:
         payload = {"mode": "freeze", "intent_focus": intent, "pages": [_page_payload(p) for p in pages]}
         data = self.runner.call("consolidator", payload, check=keeps_identifiers).value["data"]
         return str(data["summary"]), tuple(str(k) for k in data["keywords"])
+
+
+MAX_OFFERED = 40  # recalled pages offered to a router model
+
+
+class ModelRouter:
+    """P8 on a model: the baseline recalls (stage one); the `router` module decides Hot / Indexed and
+    which block drafts to make, among what was offered (an id not offered is a violation)."""
+
+    def __init__(self, runner: ModelModuleRunner, local: LocalRouter) -> None:
+        self.runner = runner
+        self.local = local
+
+    @property
+    def policy(self) -> str:
+        return self.runner.backend.name
+
+    def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
+        self.local.sync(removed, changed)
+
+    def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
+        base = self.local.plan(state, request)
+        offered = [pid for pid in base.relevance if pid in state.pages][:MAX_OFFERED]
+        blocks = {pick.handle: pick for pick in base.pblocks}
+        max_hot = request.config.max_hot if request.config.max_hot is not None else 6
+        payload = {
+            "head": request.head,
+            "tail": request.intent,
+            "pages": [
+                {k: v for k, v in _page_payload(state.pages[pid]).items() if k != "content"}
+                for pid in offered
+            ],
+            "pblocks": [{"handle": handle, "kind": "File"} for handle in blocks],
+            "max_hot": max_hot,
+        }
+
+        def only_offered(data: Mapping[str, Any]) -> list[Violation]:
+            unknown = [p for p in [*data.get("hot", []), *data.get("indexed", [])] if p not in offered]
+            unknown += [c.get("handle") for c in data.get("pblocks", []) if c.get("handle") not in blocks]
+            if not unknown:
+                return []
+            message = f"ids that were not offered: {', '.join(map(str, unknown[:8]))}"
+            return [Violation(path="$.data", rule="payload.ids_offered", message=message)]
+
+        data = self.runner.call("router", payload, check=only_offered).value["data"]
+        picks = tuple(
+            BlockPick(handle=c["handle"], relevance=float(c["relevance"]), view=c["view"])
+            for c in data["pblocks"]
+        )
+        hot = tuple(data["hot"])[:max_hot]
+        return base.model_copy(
+            update={
+                "policy": self.policy,
+                "intent_focus": data["intent_focus"],
+                "hot": hot,
+                "indexed": tuple(p for p in data["indexed"] if p not in hot),
+                "pblocks": picks,
+            }
+        )

@@ -80,6 +80,7 @@ def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], stor
     ensure_ray()
     roles = start_roles(
         blocks=prepared.blocks,
+        router=specs["router"],
         worker=specs["worker"],
         consolidator=specs["consolidator"],
         store_url=store_url,
@@ -113,7 +114,7 @@ def run(
     ),
 ) -> None:
     """Run one session (roles from the profile: baseline by default) and print the final context."""
-    from pagedctx.actors.roles import build_consolidator, build_worker
+    from pagedctx.actors.roles import build_consolidator, build_router, build_worker
     from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.ingest.index import Index
@@ -160,6 +161,7 @@ def run(
             memory=StoreMemory(store_handle),
             trace=TraceWriter(trace) if trace is not None else None,
             consolidate=in_process(build_consolidator(specs["consolidator"])),
+            router_role=build_router(specs["router"], prepared.blocks, StoreMemory(store_handle)),
             registry=SessionRegistry(store_handle, session_id),
         )
         policy = specs["worker"].policy
