@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from pagedctx.errors import EnvelopeViolation, UsageError
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.models.base import ModelRequest
+from pagedctx.host.models.recorded import ScriptedBackend
+from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.select import SelectOptions, select_context
 from pagedctx.host.select.catalog import _MEMO, build_catalog, catalog_dir, load_catalog
 from pagedctx.host.select.model import Candidate, Selection
@@ -474,3 +477,26 @@ def test_a_scope_keeps_the_selection_to_the_repositories_asked_about(tmp_path: P
     only = select_context(idx, intent, 2000, scope=scope)
     assert only.chunks and {c.path.split("/")[0] for c in [*only.chunks, *only.full_files]} == {"b"}
     assert select_context(idx, intent, 2000, scope=(".",)) == everything
+
+
+def test_a_model_policy_selects_through_the_module_runner(index: Index) -> None:
+    """S5 + P15: L1 and L2.5 by a model (here scripted), validated through the module contracts."""
+
+    def answer(request: ModelRequest) -> str:
+        payload = json.loads(request.user)
+        meta = {"confidence": 0.7, "risk": "low", "explain": "picked"}
+        if request.module == "router_select":
+            data = {"core": [payload["candidates"][0]["id"]], "rationale": "the first candidate"}
+        else:
+            data = {"keep_body": [], "rationale": "skeletons suffice"}
+        return json.dumps({"ok": True, "meta": meta, "data": data})
+
+    backend = ScriptedBackend(answer)
+    policy = ModelSelectionPolicy(ModelModuleRunner(backend), name=backend.name)
+    selection = select_context(
+        index, "refuse a port number outside the valid range in parse_port", 2000, policy=policy
+    )
+    assert selection.policy == "scripted:scripted" and selection.chunks
+    assert backend.requests[0].module == "router_select"
+    chosen = json.loads(backend.requests[0].user)["candidates"][0]["id"]
+    assert chosen in {c.id for c in selection.chunks}

@@ -123,6 +123,8 @@ def test_errors_are_clear_and_exit_2(repo: Path, tmp_path: Path) -> None:
     code, out, err = run("--repo", str(tmp_path / "nope"), "--store", store, "--intent", "x")
     assert code == 2 and "not a directory" in err
     code, out, err = run("--repo", str(repo), "--store", store, "--intent", "x", "--policy", "gpt")
-    assert code == 2 and "needs a model backend" in err
+    assert code == 2 and "unknown policy 'gpt'" in err
+    code, out, err = run("--repo", str(repo), "--store", store, "--intent", "x", "--policy", "model")
+    assert code == 2 and "needs models.roles.router" in err
     code, out, err = run("--repo", str(repo), "--store", store, "--intent", "  ")
     assert code == 2 and "intent is empty" in err

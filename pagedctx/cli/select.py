@@ -7,7 +7,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -39,6 +39,23 @@ def _relative_to_root(selection: Selection, base: str, root: Path | None) -> Sel
     )
 
 
+def _policy(name: str, models: dict[str, Any]) -> Any:
+    """The selection policy a name asks for: the baseline, or the profile's router model."""
+    from pagedctx.errors import UsageError
+    from pagedctx.host.models.factory import RoleSpec, build_backend
+    from pagedctx.host.models.runner import ModelModuleRunner
+    from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
+
+    if name == "baseline":
+        return BaselineSelectionPolicy()
+    if name != "model":
+        raise UsageError(f"unknown policy {name!r}: use baseline, or model (the profile's router model)")
+    spec = RoleSpec.model_validate((models.get("roles") or {}).get("router") or {})
+    if spec.backend == "baseline":
+        raise UsageError("--policy model needs models.roles.router in the profile to name a backend")
+    return ModelSelectionPolicy(ModelModuleRunner(build_backend(spec)), name=spec.policy)
+
+
 def select(
     *,
     intent: str = typer.Option(..., "--intent", help="The change the context is for."),
@@ -50,7 +67,10 @@ def select(
         None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
     ),
     output_format: Format = typer.Option(Format.json, "--format", help="json (the contract), xml or text."),
-    policy: str | None = typer.Option(None, "--policy", help="'baseline' (default: config policy)."),
+    policy: str | None = typer.Option(
+        None, "--policy", help="baseline, or model: L1 and L2.5 by the profile's router model."
+    ),
+    profile: str | None = typer.Option(None, "--profile", help="Configuration profile (default: local)."),
 ) -> None:
     """Print the selected context: full files and chunks (body or skeleton) within the budget."""
     from pagedctx.config import load_config
@@ -60,12 +80,8 @@ def select(
     from pagedctx.host.select.render import selection_text, selection_xml
 
     try:
-        config = load_config(overrides={"store": store, "budget": budget, "policy": policy})
-        if config.policy != "baseline":
-            raise UsageError(
-                f"policy {config.policy!r} needs a model backend, and none is configured here; "
-                "use --policy baseline (model backends plug in through ModelSelectionPolicy)"
-            )
+        config = load_config(profile=profile, overrides={"store": store, "budget": budget, "policy": policy})
+        chosen = _policy(config.policy, config.models)
         index = Index.open(config.store_url, tokenizer=config.tokenizer)
         if repo is not None:
             if not repo.is_dir():
@@ -74,7 +90,7 @@ def select(
         if not index.meta().base:
             raise UsageError("the store holds no index yet: pass --repo ROOT, or run `pagedctx index ROOT`")
         scope = index.scope_of([repo]) if repo is not None else ()
-        selection = select_context(index, intent, config.budget, scope=scope)
+        selection = select_context(index, intent, config.budget, scope=scope, policy=chosen)
         if output_format is Format.text:
             output = selection_text(index, selection)
         elif output_format is Format.xml:
