@@ -23,6 +23,7 @@ from pagedctx.host.session.consolidation import (
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
 from pagedctx.host.session.model_roles import ModelConsolidator, dropped_identifiers
 from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.session.scaffold import PreviousRound
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.trace import TraceWriter, read_trace
 from pagedctx.pages import ConsolidatedPage, SessionState, consult
@@ -123,3 +124,27 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
     events = list(read_trace(tmp_path / "trace.jsonl"))
     assert any(step.action == "Consolidate" for e in events for step in e.steps)
     assert result.tokens <= 1200
+
+
+def test_a_topic_pivot_triggers_a_merge_without_pressure(tmp_path: Path) -> None:
+    """P10/P13: the previous exchange was about lunch; a question about ports folds the old flow."""
+    turns = [(f"t{n}", "alice", f"Lunch idea {n}: ramen, sushi or tacos on Friday.") for n in range(8)]
+    dialogue = write_dialogue(tmp_path / "d.jsonl", turns)
+    counter = token_counter(None)
+    clock = Clock()
+    intent = "which port does the staging server listen on"
+    prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent=intent, budget=6000, counter=counter,
+                       now=clock())  # fmt: skip
+    parts = SessionParts(
+        blocks=prepared.blocks,
+        counter=counter,
+        clock=clock,
+        worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=False),
+    )
+    before = (PreviousRound(intent="where shall we have lunch on Friday", answer="ramen"),)
+    request = SessionRequest(session="s", intent=intent, budget=6000, max_rounds=2, history=before)
+    result = run_session(prepared.state, request, parts)
+    assert all(r.pressure < 0.9 for r in result.rounds)
+    assert any(s.action == "Consolidate" for s in result.steps)
+    calm = run_session(prepared.state, request.model_copy(update={"history": ()}), parts)
+    assert not any(s.action == "Consolidate" for s in calm.steps)

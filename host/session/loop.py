@@ -40,6 +40,7 @@ from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.router import RouterConfig, RouterPlan, apply_plan, hot_for_budget
 from pagedctx.host.session.routing import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
+from pagedctx.host.session.sentry import is_pivot
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceRecorder, TraceWriter
 from pagedctx.pages import SessionState, View
@@ -226,6 +227,16 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
     return acted
 
 
+def _submit_merge(
+    state: SessionState, focus: frozenset[str], parts: SessionParts, intent: str
+) -> Pending | None:
+    """Hand the oldest run of non-focus flow roots to the Consolidator (P10); None: nothing to merge."""
+    if parts.consolidate is None:
+        return None
+    group = merge_group(state, focus)
+    return Pending.submit(state, group, parts.consolidate, intent) if group else None
+
+
 def _worker_fault(
     state: SessionState, failure: EnvelopeViolation | BackendError, target: str = "worker"
 ) -> _Acted:
@@ -277,6 +288,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             _sync(router, before, state)
             boundary.extend([merged] if merged is not None else [])
         intent = scaffold(request.intent, history)
+        if number == 0 and request.history and is_pivot(intent.text, request.history[-1].intent):
+            pending = _submit_merge(state, frozenset(), parts, intent.text)  # P13: the talk turned
         asked = PlanRequest(
             intent=intent.text,
             head=request.head,
@@ -330,10 +343,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         before = state
         state = end_round(state).state
         _sync(router, before, state)
-        if parts.consolidate is not None and synthesis.tokens >= PRESSURE * request.budget:
-            group = merge_group(state, last_focus)
-            if group:
-                pending = Pending.submit(state, group, parts.consolidate, intent.text)
+        if synthesis.tokens >= PRESSURE * request.budget:
+            pending = _submit_merge(state, last_focus, parts, intent.text)
         if parts.registry is not None:
             parts.registry.save(state)
         report = RoundReport(
@@ -368,6 +379,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         if round_answer:
             answer = round_answer
             break
+    if pending is not None:  # the session's end is a round boundary too: the merge is not lost
+        before = state
+        state, merged = apply_merge(state, pending)
+        _sync(router, before, state)
+        steps.extend([merged] if merged is not None else [])
     now = parts.clock()
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
     final_view = synthesize(

@@ -16,7 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SentryConfig", "SentryDecision", "topic_segments", "watch"]
+from pagedctx.host.select.terms import terms
+
+__all__ = ["SentryConfig", "SentryDecision", "is_pivot", "topic_segments", "watch"]
 
 Mode = Literal["chat", "protocol"]
 
@@ -62,6 +64,12 @@ def _similarity(turn: set[str], before: set[str]) -> float:
     if not turn or not before:
         return 0.0
     return len(turn & before) / len(turn | before)
+
+
+def is_pivot(text: str, before: str, config: SentryConfig | None = None) -> bool:
+    """Whether `text` turns away from `before` (term similarity under the pivot threshold, P13)."""
+    cfg = config or SentryConfig()
+    return _similarity(set(terms(text)), set(terms(before))) < cfg.pivot_similarity
 
 
 def topic_segments(
