@@ -95,6 +95,12 @@ class RayRoles:
 
         return result
 
+    def finish(self) -> None:
+        """End of session on every role (a replayed role raises if recorded answers were left)."""
+        import ray
+
+        ray.get([handle.finish.remote() for handle in (self.router, self.worker, self.consolidator)])
+
     def reset(self, blocks: BlockProvider | None) -> None:
         """Reuse the actors for another session: the router starts over with these blocks."""
         import ray

@@ -81,6 +81,12 @@ class WorkerRole:
     async def step(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
         return self.worker(xml, intent, explored, final)
 
+    async def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        finish = getattr(self.worker, "finish", None)
+        if callable(finish):
+            finish()
+
     async def ping(self) -> tuple[int, bool]:
         return os.getpid(), _reconstructed()
 
@@ -94,6 +100,12 @@ class ConsolidatorRole:
 
     async def consolidate(self, pages: Sequence[Page], intent: str) -> tuple[str, tuple[str, ...]]:
         return self.consolidator(pages, intent)
+
+    async def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        finish = getattr(self.consolidator, "finish", None)
+        if callable(finish):
+            finish()
 
     async def ping(self) -> tuple[int, bool]:
         return os.getpid(), _reconstructed()
@@ -134,6 +146,12 @@ class RouterRole:
         for removed, changed in updates:
             self.router.sync(removed, changed)
         return self.router.plan(state, request)
+
+    async def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        finish = getattr(self.router, "finish", None)
+        if callable(finish):
+            finish()
 
     async def ping(self) -> tuple[int, bool]:
         return os.getpid(), _reconstructed()

@@ -419,3 +419,41 @@ def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
     assert result.rounds[0].faults and result.rounds[0].faults[0].startswith("SCHEMA_VIOLATION")
     assert any(s.action == "Fault" and s.target == "router" for s in result.steps)
     assert len(result.rounds) >= 2 and calls[:3] == ["router"] * 3
+
+
+def test_cli_records_model_calls_and_replays_them(inputs: SessionInputs, tmp_path: Path) -> None:
+    """P15 replay: `--record` keeps every model call; `--replay` answers the same session from it,
+    and a session that diverges (another intent) is an error naming the module (its worker rounds
+    were fault steps: no recorded answer for their requests)."""
+    profile = tmp_path / "scripted.yaml"
+    profile.write_text(
+        "runtime: inproc\nmodels:\n  roles:\n    worker:\n      backend: scripted\n      answers:\n"
+        f"        - '{ANSWER}'\n"
+    )
+    calls = tmp_path / "calls.jsonl"
+    base = [
+        "run",
+        "--format",
+        "json",
+        "--dialogue",
+        str(inputs.dialogues[0]),
+        "--now",
+        "2026-12-01T09:00:00Z",
+        "--store",
+        f"sqlite:///{tmp_path / 'r.db'}",
+    ]
+    first = CliRunner().invoke(
+        app, [*base, "--intent", "staging port", "--profile", str(profile), "--record", str(calls)]
+    )
+    assert first.exit_code == 0, first.stderr
+    assert [json.loads(line)["module"] for line in calls.read_text().splitlines()] == ["worker"]
+    again = CliRunner().invoke(
+        app, [*base, "--intent", "staging port", "--runtime", "inproc", "--replay", str(calls)]
+    )
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["policy"].startswith("replay:") and "port 9090" in again.stderr
+    assert json.loads(again.stdout)["pages"] == json.loads(first.stdout)["pages"]
+    other = CliRunner().invoke(
+        app, [*base, "--intent", "lunch plans", "--runtime", "inproc", "--replay", str(calls)]
+    )
+    assert other.exit_code == 2 and "the replayed run diverged from the recorded one" in other.stderr

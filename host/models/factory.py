@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import ConfigError
 from pagedctx.host.models.base import ModelBackend
-from pagedctx.host.models.recorded import ReplayBackend, ScriptedBackend
+from pagedctx.host.models.recorded import RecordingBackend, ReplayBackend, ScriptedBackend
 
 __all__ = ["RoleSpec", "build_backend"]
 
@@ -38,6 +38,8 @@ class RoleSpec(BaseModel):
     recording: str | None = None
     answers: tuple[str, ...] = ()
     max_tokens: int | None = None
+    record: str | None = Field(default=None, description="append every call to this JSONL recording")
+    modules: tuple[str, ...] = Field(default=(), description="replay: only the calls of these modules")
 
     @property
     def policy(self) -> str:
@@ -59,13 +61,19 @@ def _key(spec: RoleSpec) -> str | None:
 
 
 def build_backend(spec: RoleSpec) -> ModelBackend:
-    """The backend a spec names (ConfigError for `baseline` or a missing setting)."""
+    """The backend a spec names, recording its calls when `record` is set (ConfigError for `baseline`
+    or a missing setting)."""
+    backend = _backend(spec)
+    return RecordingBackend(backend, spec.record) if spec.record else backend
+
+
+def _backend(spec: RoleSpec) -> ModelBackend:
     if spec.backend == "baseline":
         raise ConfigError("the baseline policy is not a model backend")
     if spec.backend == "replay":
         if not spec.recording:
             raise ConfigError("a replay role needs `recording: <path of the recorded calls>`")
-        return ReplayBackend.from_file(spec.recording)
+        return ReplayBackend.from_file(spec.recording, modules=spec.modules)
     if spec.backend == "scripted":
         return ScriptedBackend(list(spec.answers))
     if not spec.model:

@@ -123,8 +123,11 @@ class ReplayBackend:
             self._answers[call.digest].append(call)
 
     @classmethod
-    def from_file(cls, path: Path | str) -> ReplayBackend:
-        return cls(read_calls(path), source=str(path))
+    def from_file(cls, path: Path | str, *, modules: Iterable[str] = ()) -> ReplayBackend:
+        """The calls of a recording; with `modules`, only the calls of those modules (one role's)."""
+        wanted = set(modules)
+        calls = [c for c in read_calls(path) if not wanted or c.module in wanted]
+        return cls(calls, source=str(path))
 
     @property
     def name(self) -> str:

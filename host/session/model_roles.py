@@ -31,12 +31,22 @@ class ModelWorker:
     def __init__(self, runner: ModelModuleRunner) -> None:
         self.runner = runner
 
+    def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        _finish(self.runner)
+
     @property
     def policy(self) -> str:
         return self.runner.backend.name
 
     def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
         return self.runner.call("worker", {"context": xml, "query": intent}).text
+
+
+def _finish(runner: ModelModuleRunner) -> None:
+    finish = getattr(runner.backend, "finish", None)
+    if callable(finish):
+        finish()
 
 
 def _page_payload(page: Page) -> dict[str, Any]:
@@ -64,6 +74,10 @@ class ModelConsolidator:
 
     def __init__(self, runner: ModelModuleRunner) -> None:
         self.runner = runner
+
+    def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        _finish(self.runner)
 
     @property
     def policy(self) -> str:
@@ -97,6 +111,10 @@ class ModelRouter:
     def __init__(self, runner: ModelModuleRunner, local: LocalRouter) -> None:
         self.runner = runner
         self.local = local
+
+    def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        _finish(self.runner)
 
     @property
     def policy(self) -> str:

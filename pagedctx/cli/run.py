@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +72,49 @@ def role_specs(models: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"models.roles: {exc}") from exc
 
 
+def recorded_specs(specs: dict[str, Any], record: Path | None, replay: Path | None) -> dict[str, Any]:
+    """`--record`: model roles append their calls to FILE; `--replay`: roles recorded there answer
+    from it (each role its own module's calls), the others as the profile says."""
+    from pagedctx.host.models.factory import RoleSpec
+    from pagedctx.host.models.recorded import read_calls
+
+    out = dict(specs)
+    if record is not None:
+        out = {
+            role: spec if spec.backend == "baseline" else spec.model_copy(update={"record": str(record)})
+            for role, spec in out.items()
+        }
+    if replay is not None:
+        recorded = {call.module for call in read_calls(replay)}
+        for role in out:
+            if role in recorded:
+                out[role] = RoleSpec(backend="replay", recording=str(replay), modules=(role,))
+    return out
+
+
+def _clock(start: str | None) -> Any:
+    """Wall time, or a clock from `start` ticking one second a call (the same run twice: replay)."""
+    from pagedctx.errors import UsageError
+
+    if start is None:
+        return lambda: datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(start)
+    except ValueError as exc:
+        raise UsageError(f"--now {start!r} is not an ISO-8601 time (e.g. 2026-11-22T09:00:00Z)") from exc
+    if moment.tzinfo is None:
+        raise UsageError(f"--now {start!r} needs a time zone (Z or +HH:MM)")
+    ticks = iter(range(1 << 62))
+    return lambda: moment + timedelta(seconds=next(ticks))
+
+
+def _finish(*roles: Any) -> None:
+    for role in roles:
+        finish = getattr(role, "finish", None)
+        if callable(finish):
+            finish()
+
+
 def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], store_url: str) -> Any:
     """The session with the roles as Ray actors (a local cluster on 127.0.0.1 unless RAY_ADDRESS)."""
     from pagedctx.actors.cluster import ensure_ray, start_roles
@@ -88,7 +131,9 @@ def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], stor
     )
     try:
         parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
-        return run_session(prepared.state, request, parts)
+        result = run_session(prepared.state, request, parts)
+        roles.finish()
+        return result
     finally:
         roles.shutdown()
 
@@ -112,6 +157,15 @@ def run(
     runtime: str | None = typer.Option(
         None, "--runtime", help="ray (the roles as Ray actors on 127.0.0.1; default) or inproc."
     ),
+    record: Path | None = typer.Option(None, "--record", help="Append every model call to FILE (JSONL)."),
+    replay: Path | None = typer.Option(
+        None, "--replay", help="Answer model calls from a recording; a diverged run is an error."
+    ),
+    now: str | None = typer.Option(
+        None,
+        "--now",
+        help="Start the session clock at this ISO-8601 time, one second a tick (reproducible runs).",
+    ),
 ) -> None:
     """Run one session (roles from the profile: baseline by default) and print the final context."""
     from pagedctx.actors.roles import build_consolidator, build_router, build_worker
@@ -132,7 +186,7 @@ def run(
         config = load_config(
             profile=profile, overrides={"store": store, "budget": budget, "runtime": runtime}
         )
-        specs = role_specs(config.models)
+        specs = recorded_specs(role_specs(config.models), record, replay)
         for path in [*repo]:
             if not path.is_dir():
                 raise UsageError(f"--repo {path} is not a directory")
@@ -142,26 +196,31 @@ def run(
         counter = token_counter(config.tokenizer)
         store_handle = open_store(config.store_url)
         index = Index(store_handle, tokenizer=config.tokenizer) if repo else None
-        now = datetime.now(UTC)
+        clock = _clock(now)
         prepared = prepare(
             SessionInputs(repos=tuple(repo), dialogues=tuple(dialogue), docs=tuple(doc)),
             intent=intent,
             budget=config.budget,
             counter=counter,
-            now=now,
+            now=clock(),
             index=index,
         )
         session_id = uuid.uuid4().hex[:12]
+        worker_role, consolidator_role = (
+            build_worker(specs["worker"]),
+            build_consolidator(specs["consolidator"]),
+        )
+        router_role = build_router(specs["router"], prepared.blocks, StoreMemory(store_handle))
         parts = SessionParts(
             blocks=prepared.blocks,
             counter=counter,
-            clock=lambda: datetime.now(UTC),
-            worker=build_worker(specs["worker"]),
+            clock=clock,
+            worker=worker_role,
             block_roots=list(prepared.roots),
             memory=StoreMemory(store_handle),
             trace=TraceWriter(trace) if trace is not None else None,
-            consolidate=in_process(build_consolidator(specs["consolidator"])),
-            router_role=build_router(specs["router"], prepared.blocks, StoreMemory(store_handle)),
+            consolidate=in_process(consolidator_role),
+            router_role=router_role,
             registry=SessionRegistry(store_handle, session_id),
         )
         policy = specs["worker"].policy
@@ -172,6 +231,7 @@ def run(
             result = _on_ray(prepared, parts, request, specs, config.store_url)
         else:
             result = run_session(prepared.state, request, parts)
+            _finish(router_role, worker_role, consolidator_role)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
