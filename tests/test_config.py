@@ -16,7 +16,9 @@ from pagedctx.protocol.strict_yaml import YamlError, load_yaml
 
 def test_defaults_with_no_environment() -> None:
     config = load_config(environ={})
-    assert config == Config(profile="local", home=Path(".pagedctx"))
+    roles = ("router", "worker", "consolidator")
+    actors = {role: {"num_cpus": 0, "max_restarts": 3, "max_task_retries": 2} for role in roles}
+    assert config == Config(profile="local", home=Path(".pagedctx"), ray={"actors": actors})
     assert config.store_url == f"sqlite:///{(Path('.pagedctx') / 'state.db').resolve()}"
 
 

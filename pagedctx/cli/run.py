@@ -115,19 +115,37 @@ def _finish(*roles: Any) -> None:
             finish()
 
 
-def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], store_url: str) -> Any:
+def actor_options(ray_settings: dict[str, Any]) -> dict[str, Any]:
+    """The profile's `ray.actors.<role>` settings (num_cpus, num_gpus, max_restarts, max_task_retries)."""
+    from pagedctx.actors.cluster import ActorOptions
+    from pagedctx.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for role, values in (ray_settings.get("actors") or {}).items():
+        if role not in ("router", "worker", "consolidator"):
+            raise ConfigError(f"ray.actors names an unknown role {role!r}; use router, worker, consolidator")
+        try:
+            out[role] = ActorOptions(**(values or {}))
+        except TypeError as exc:
+            raise ConfigError(f"ray.actors.{role}: {exc}") from exc
+    return out
+
+
+def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], config: Any) -> Any:
     """The session with the roles as Ray actors (a local cluster on 127.0.0.1 unless RAY_ADDRESS)."""
     from pagedctx.actors.cluster import ensure_ray, start_roles
     from pagedctx.host.session.loop import run_session
 
+    options = actor_options(config.ray)
     ensure_ray()
     roles = start_roles(
         blocks=prepared.blocks,
         router=specs["router"],
         worker=specs["worker"],
         consolidator=specs["consolidator"],
-        store_url=store_url,
+        store_url=config.store_url,
         session=request.session,
+        options=options,
     )
     try:
         parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
@@ -228,7 +246,7 @@ def run(
             session=session_id, intent=intent, budget=config.budget, max_rounds=max_rounds, policy=policy
         )
         if config.runtime == "ray":
-            result = _on_ray(prepared, parts, request, specs, config.store_url)
+            result = _on_ray(prepared, parts, request, specs, config)
         else:
             result = run_session(prepared.state, request, parts)
             _finish(router_role, worker_role, consolidator_role)
