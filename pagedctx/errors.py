@@ -41,6 +41,7 @@ __all__ = [
     "InputFormatError",
     "PagedctxError",
     "ProtocolFault",
+    "ScopeConflict",
     "SourcePosition",
     "StoreError",
     "TokenizerError",
@@ -248,6 +249,12 @@ class EnvelopeViolation(ProtocolFault):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "violations": self.violations}
+
+
+class ScopeConflict(ProtocolFault):
+    """A path outside the task's pins or outside the repository (E2 SCOPE_CONFLICT)."""
+
+    default_code = FailCode.SCOPE_CONFLICT
 
 
 class BackendError(PagedctxError):

@@ -13,6 +13,7 @@ from pagedctx.cli import config, envelope, instructions, llm, modules, pcr, xml
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
 from pagedctx.cli import view as view_cli
+from pagedctx.cli.apply import apply as apply_command
 from pagedctx.cli.index import index as index_command
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app.command("index")(index_command)
 app.command("pcr")(pcr.pcr)
 app.command("select")(select_cli.select)
 app.command("run")(run_cli.run)
+app.command("apply")(apply_command)
 app.command("view")(view_cli.view)
 
 

@@ -1,0 +1,67 @@
+"""`pagedctx apply MODS.json --repo ROOT --pins TASK.json`: chunk-anchored edits (S6, S7, E3).
+
+MODS.json is `{"modifications": [CodeModification, ...]}` (or the bare list); TASK.json is the
+task input (E3) whose `pins` bound the paths. Prints the report as JSON. Exit 0 applied; 1 refused
+(`{"applied": false, "code": "<fail code>", "message": ...}`, nothing written); 2 usage (a file
+that is not JSON or not the schema, a missing repository).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+def _read(path: Path, what: str) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"{what} {path} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+
+
+def apply(
+    mods: Path = typer.Argument(..., help="JSON: {'modifications': [...]} of CodeModification objects."),
+    repo: Path = typer.Option(..., "--repo", help="The repository root the paths are relative to."),
+    pins: Path = typer.Option(..., "--pins", help="The task input (E3) whose pins bound the paths."),
+    store: str | None = typer.Option(None, "--store", help="Update this store's index after the edit."),
+    no_format: bool = typer.Option(False, "--no-format", help="Do not run formatters and import fixers."),
+) -> None:
+    """Apply chunk-anchored modifications all or nothing; print the report as JSON."""
+    from pydantic import ValidationError
+
+    from pagedctx.errors import PagedctxError, ProtocolFault
+    from pagedctx.evidence.task import TaskInput
+    from pagedctx.host.edit.editor import apply_modifications
+    from pagedctx.host.edit.model import ModificationBatch
+    from pagedctx.host.ingest.index import Index
+
+    try:
+        if not repo.is_dir():
+            raise typer.BadParameter(f"--repo {repo} is not a directory")
+        raw = _read(mods, "modifications")
+        batch = ModificationBatch.model_validate({"modifications": raw} if isinstance(raw, list) else raw)
+        task = TaskInput.model_validate(_read(pins, "task input"))
+    except (typer.BadParameter, ValidationError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    try:
+        index = Index.open(store) if store else None
+        report = apply_modifications(
+            repo, batch.modifications, task.pins, formatters={} if no_format else None, index=index
+        )
+    except ProtocolFault as fault:
+        typer.echo(
+            json.dumps({"applied": False, "code": str(fault.code), "message": fault.message}, indent=2)
+        )
+        raise typer.Exit(EXIT_REFUSED) from fault
+    except PagedctxError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    typer.echo(report.model_dump_json(indent=2))
