@@ -1,0 +1,123 @@
+"""The verdict engine (E1, E4, E5, E8): PASS only when every check and every acceptance test holds.
+
+Decided from the evidence folder and the contract alone, never from a claim: the E8 checks
+(`validator`), then the acceptance tests as SWE-bench judges them: each FAIL_TO_PASS and
+PASS_TO_PASS test must be reported `passed` by the harness's JUnit results (failed, errored,
+skipped or absent: the verdict fails); a run that executed no test fails; a non-zero EXIT_CODE
+fails. The reason code is the most specific failure: scope, then missing or tampered evidence,
+then schema, then timeout, then tests; the fail classes come from the checks and the classifier.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pagedctx.errors import FailCode
+from pagedctx.evidence.classifier import classify
+from pagedctx.evidence.schemas import FailClass, TaskContract, VerdictChecks, VerdictV1
+from pagedctx.evidence.task import TaskInput
+from pagedctx.evidence.validator import Check, validate_evidence
+
+__all__ = ["judge"]
+
+_ORDER = (
+    FailCode.SCOPE_CONFLICT,
+    FailCode.EVIDENCE_MISSING,
+    FailCode.SCHEMA_VIOLATION,
+    FailCode.TIMEOUT_EXCEEDED,
+    FailCode.POLICY_VIOLATION,
+    FailCode.EXECUTOR_ERROR,
+    FailCode.CI_FAILED,
+)
+
+
+def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[bool, list[str]]:
+    if not evidence_ok:
+        return False, ["test results not trusted: the evidence failed its checks"]
+    try:
+        results: dict[str, str] = json.loads((folder / "reports" / "results.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False, ["reports/results.json is missing: no test result to judge"]
+    if not results:
+        return False, ["no test was executed (a run without tests fails)"]
+    problems = []
+    for kind, ids in (
+        ("FAIL_TO_PASS", contract.acceptance.fail_to_pass),
+        ("PASS_TO_PASS", contract.acceptance.pass_to_pass),
+    ):
+        for test_id in ids:
+            outcome = results.get(test_id) or next(
+                (v for k, v in results.items() if k.endswith(f"::{test_id}")), None
+            )
+            if outcome != "passed":
+                problems.append(f"{kind} {test_id}: {outcome or 'not run'}")
+    return not problems, problems
+
+
+def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -> VerdictV1:
+    """The verdict for an evidence folder under a contract (see the module docstring)."""
+    checks: list[Check] = validate_evidence(folder, task)
+    failed = [c for c in checks if not c.ok]
+    codes = {c.code for c in failed if c.code is not None}
+    evidence_ok = not ({FailCode.EVIDENCE_MISSING, FailCode.SCHEMA_VIOLATION} & codes) and bool(checks)
+    log = (
+        (folder / "selftest.log").read_text(encoding="utf-8", errors="replace")
+        if (folder / "selftest.log").is_file()
+        else ""
+    )
+    exit_line = log.rstrip("\n").rsplit("\n", 1)[-1] if log else ""
+    tests_ok, problems = _tests(contract, folder, evidence_ok)
+    if exit_line != "EXIT_CODE=0":
+        tests_ok = False
+        problems.append(f"the commands ended with {exit_line or 'no EXIT_CODE line'}")
+    diff = (
+        (folder / "patch.diff").read_text(encoding="utf-8", errors="replace")
+        if (folder / "patch.diff").is_file()
+        else ""
+    )
+    classified = classify(log, diff)
+    classes = list(classified.fail_class)
+    if not tests_ok:
+        codes.add(classified.reason_code or FailCode.CI_FAILED)
+        if FailClass.TEST_FAILURE not in classes and any(
+            "FAIL_TO_PASS" in p or "PASS_TO_PASS" in p for p in problems
+        ):
+            classes.append(FailClass.TEST_FAILURE)
+    if FailCode.SCOPE_CONFLICT in codes:
+        classes.insert(0, FailClass.SCOPE_VIOLATION)
+    if classified.reason_code is FailCode.POLICY_VIOLATION:
+        codes.add(FailCode.POLICY_VIOLATION)
+    reason = next((code for code in _ORDER if code in codes), None)
+    submitted = (
+        datetime.fromtimestamp((folder / "submit.json").stat().st_mtime, UTC)
+        if (folder / "submit.json").is_file()
+        else datetime.now(UTC)
+    )
+    messages = [f"{c.name}: {c.message}" for c in failed] + problems
+    passed = reason is None and not messages
+    names = {c.name: c.ok for c in checks}
+    return VerdictV1(
+        task_id=contract.task_id,
+        verdict="PASS" if passed else "FAIL",
+        reason_code=None if passed else (reason or FailCode.EVIDENCE_MISSING),
+        messages=tuple(messages),
+        checks=VerdictChecks(
+            schema_valid=names.get("submit_schema", False) and names.get("patch_diff", False),
+            scope_valid=names.get("scope", task is None and bool(checks)),
+            tests_passed=tests_ok,
+            evidence_present=names.get("artifacts", False)
+            and names.get("manifest", False)
+            and names.get("selftest_log", False)
+            and names.get("report_md", False),
+        ),
+        fail_class=() if passed else tuple(dict.fromkeys(classes)),
+        evidence_paths=tuple(sorted(p.relative_to(folder).as_posix() for p in folder.iterdir())),
+        timestamps={"submitted_at": submitted, "evaluated_at": datetime.now(UTC)},
+        links={
+            name: name
+            for name in ("submit.json", "report.md", "selftest.log", "patch.diff", "evidence")
+            if (folder / name).exists()
+        },
+    )

@@ -1,0 +1,186 @@
+"""Evidence and verdicts (E1-E9) from real runs of a small fixture project, fail-closed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pagedctx.errors import FailCode
+from pagedctx.evidence.collector import collect, snapshot
+from pagedctx.evidence.schemas import Acceptance, FailClass, SubmitV1, TaskContract
+from pagedctx.evidence.task import Pins, TaskInput
+from pagedctx.evidence.validator import validate_evidence
+from pagedctx.evidence.verdict import judge
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+TESTS = (
+    "import pytest\n\nfrom calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_sub():\n    assert sub(5, 3) == 2\n\n\n"
+    "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n"
+)
+PYTEST = (
+    f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider --junitxml=$PAGEDCTX_REPORTS/junit.xml"
+)
+
+
+def project(tmp_path: Path, *, git: bool = True) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "calc.py").write_text(CALC)
+    (root / "test_calc.py").write_text(TESTS)
+    (root / "docs").mkdir()
+    (root / "docs" / "notes.md").write_text("notes\n")
+    if git:
+        for command in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+        ):
+            subprocess.run(["git", *command], cwd=root, check=True)
+    return root
+
+
+def task_for(root: Path) -> TaskInput:
+    pins = Pins(allowed_paths=("calc.py", "test_calc.py", "new/"), forbidden_paths=("docs/",))
+    task_id = str(uuid.uuid5(uuid.NAMESPACE_URL, str(root)))
+    return TaskInput(task_id=task_id, goal="make add add", role="engineer", pins=pins, files=("calc.py",))
+
+
+def contract_for(task: TaskInput, **acceptance: tuple[str, ...]) -> TaskContract:
+    chosen = acceptance or {
+        "fail_to_pass": ("test_calc::test_add",),
+        "pass_to_pass": ("test_calc::test_sub",),
+    }
+    return TaskContract(task_id=task.task_id, acceptance=Acceptance(**chosen), test_commands=(PYTEST,))
+
+
+def run(
+    tmp_path: Path,
+    fix: str | None = CALC.replace("a - b", "a + b", 1),
+    *,
+    git: bool = True,
+    commands: tuple[str, ...] = (PYTEST,),
+    extra: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> tuple[TaskInput, Path]:
+    root = project(tmp_path, git=git)
+    task = task_for(root)
+    pre = snapshot(root)
+    if fix is not None:
+        (root / "calc.py").write_text(fix)
+    for name, text in (extra or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    folder = collect(
+        task,
+        root,
+        pre=pre,
+        commands=commands,
+        artifacts_root=tmp_path / "artifacts",
+        decisions=["swap the operator"],
+        timeout=timeout,
+    )
+    return task, folder
+
+
+@pytest.mark.parametrize("git", [True, False])
+def test_a_real_fix_passes_with_complete_evidence(tmp_path: Path, git: bool) -> None:
+    """E6/E8/E5: the harness's record of a real run; every check true; PASS."""
+    task, folder = run(tmp_path, git=git, extra={"new/helper.py": "X = 1\n"})
+    assert folder == tmp_path / "artifacts" / "scc_tasks" / task.task_id
+    for name in (
+        "logs",
+        "diff",
+        "reports",
+        "metrics",
+        "screenshots",
+        "evidence/pre_state.json",
+        "manifest.json",
+    ):
+        assert (folder / name).exists(), name
+    log = (folder / "selftest.log").read_text().splitlines()
+    assert (
+        log[-1] == "EXIT_CODE=0" and f"$ {PYTEST}" in log and any(line.startswith("# cwd ") for line in log)
+    )
+    submit = SubmitV1.model_validate_json((folder / "submit.json").read_text())
+    assert (
+        submit.status == "DONE"
+        and submit.changed_files == ("calc.py",)
+        and submit.new_files == ("new/helper.py",)
+    )
+    assert all(check.ok for check in validate_evidence(folder, task))
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "PASS", verdict.messages
+    assert verdict.reason_code is None and all(verdict.checks.model_dump().values())
+
+
+def test_a_failing_required_test_fails_as_ci_failed(tmp_path: Path) -> None:
+    """E1: FAIL_TO_PASS still failing -> FAIL, CI_FAILED, test_failure."""
+    task, folder = run(tmp_path, fix=None)
+    submit = json.loads((folder / "submit.json").read_text())
+    assert submit["status"] == "FAILED" and submit["reason_code"] == "CI_FAILED"
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.CI_FAILED
+    assert FailClass.TEST_FAILURE in verdict.fail_class and not verdict.checks.tests_passed
+    assert any("FAIL_TO_PASS test_calc::test_add: failed" in m for m in verdict.messages)
+
+
+def test_skipped_or_missing_required_tests_fail(tmp_path: Path) -> None:
+    """E1 (as SWE-bench): a required test skipped or never run is not a pass."""
+    task, folder = run(tmp_path)
+    skipped = judge(contract_for(task, pass_to_pass=("test_calc::test_later",)), folder, task)
+    assert skipped.verdict == "FAIL" and any("test_later: skipped" in m for m in skipped.messages)
+    missing = judge(contract_for(task, fail_to_pass=("test_calc::test_mul",)), folder, task)
+    assert missing.verdict == "FAIL" and any("test_mul: not run" in m for m in missing.messages)
+
+
+def test_a_run_that_executed_no_test_fails(tmp_path: Path) -> None:
+    task, folder = run(tmp_path, commands=("true",))
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and any("no test was executed" in m for m in verdict.messages)
+
+
+def test_a_tampered_selftest_log_fails_the_verdict(tmp_path: Path) -> None:
+    """E8: the log no longer matches the manifest: EVIDENCE_MISSING, whatever it claims."""
+    task, folder = run(tmp_path, fix=None)
+    log = folder / "selftest.log"
+    log.write_text(log.read_text().replace("EXIT_CODE=1", "EXIT_CODE=0"))
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.EVIDENCE_MISSING
+    assert any("selftest.log does not match its sha256" in m for m in verdict.messages)
+    assert not verdict.checks.evidence_present
+
+
+def test_a_diff_outside_the_pins_fails_as_scope_conflict(tmp_path: Path) -> None:
+    task, folder = run(tmp_path, extra={"docs/notes.md": "rewritten\n"})
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.SCOPE_CONFLICT
+    assert verdict.fail_class[0] is FailClass.SCOPE_VIOLATION and not verdict.checks.scope_valid
+
+
+def test_missing_artifacts_and_a_lying_submit_fail(tmp_path: Path) -> None:
+    task, folder = run(tmp_path)
+    submit = json.loads((folder / "submit.json").read_text())
+    submit["changed_files"] = []
+    (folder / "submit.json").write_text(json.dumps(submit))
+    from pagedctx.evidence.collector import write_manifest
+
+    write_manifest(folder)  # even re-signed, the claim must match the real diff
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.SCHEMA_VIOLATION
+    (folder / "report.md").unlink()
+    gone = judge(contract_for(task), folder, task)
+    assert gone.reason_code is FailCode.EVIDENCE_MISSING and "report.md" in gone.messages[0]
+
+
+def test_a_timeout_is_its_own_failure(tmp_path: Path) -> None:
+    task, folder = run(tmp_path, commands=("sleep 5",), timeout=0.5)
+    assert (folder / "selftest.log").read_text().rstrip().endswith("EXIT_CODE=124")
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and FailClass.TIMEOUT in verdict.fail_class
