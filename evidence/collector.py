@@ -13,6 +13,8 @@ of small files, for a diff outside git). `collect(...)` afterwards writes, under
   passed | failed | skipped | error, from the JUnit reports);
 - `report.md` (goal, key decisions, changed and new files, commands, exit code), `submit.json`
   (scc.submit.v1, from the facts above), and `manifest.json`: the sha256 of every other file.
+Secrets are redacted from the log and the diff before they are written (`secrets.redact`; the
+counts in `metrics/redactions.json`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pagedctx.errors import FailCode
 from pagedctx.evidence.schemas import Artifacts, SubmitV1, TestsRun
+from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput
 
 __all__ = ["FileState", "RepoState", "collect", "evidence_dir", "junit_results", "snapshot", "write_manifest"]
@@ -209,20 +212,24 @@ def collect(
     reports = folder / "reports"
     lines = [f"# pagedctx selftest for task {task.task_id}", f"# cwd {repo.resolve()}"]
     exit_code = 0
-    for command in commands:
+    shown = tuple(redact(command)[0] for command in commands)  # as written down: no secret in a command
+    for command, written in zip(commands, shown, strict=True):
         code, output, started, finished = _run(command, repo, reports, timeout)
         lines += [
             f"# started {started.isoformat()}",
-            f"$ {command}",
+            f"$ {written}",
             output.rstrip("\n"),
             f"# finished {finished.isoformat()} exit {code}",
         ]
         exit_code = exit_code or code
     lines.append(f"EXIT_CODE={exit_code}")
-    (folder / "selftest.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    log, in_log = redact("\n".join(lines) + "\n")
+    (folder / "selftest.log").write_text(log, encoding="utf-8")
     post = snapshot(repo)
     diff = _git_diff(repo)
-    diff = diff if diff is not None else _tree_diff(pre, post)
+    diff, in_diff = redact(diff if diff is not None else _tree_diff(pre, post))
+    redactions = {"selftest.log": in_log, "patch.diff": in_diff}
+    (folder / "metrics" / "redactions.json").write_text(json.dumps(redactions, indent=2, sort_keys=True))
     for target in (folder / "patch.diff", folder / "evidence" / "patch.diff", folder / "diff" / "patch.diff"):
         target.write_text(diff, encoding="utf-8")
     (folder / "evidence" / "pre_state.json").write_text(json.dumps(pre.public(), indent=2, sort_keys=True))
@@ -247,7 +254,7 @@ def collect(
     report += [f"- {d}" for d in decisions] or ["- (none recorded)"]
     report += ["", "## Changed files", ""] + ([f"- {p}" for p in changed] or ["- (none)"])
     report += ["", "## New files", ""] + ([f"- {p}" for p in new] or ["- (none)"])
-    report += ["", "## Tests", "", *(f"- `{c}`" for c in commands), "", summary, ""]
+    report += ["", "## Tests", "", *(f"- `{c}`" for c in shown), "", summary, ""]
     (folder / "report.md").write_text("\n".join(report), encoding="utf-8")
     submit = SubmitV1(
         task_id=task.task_id,
@@ -255,7 +262,7 @@ def collect(
         reason_code=None if passed else FailCode.CI_FAILED,
         changed_files=tuple(changed),
         new_files=tuple(new),
-        tests=TestsRun(commands=tuple(commands), passed=passed, summary=summary),
+        tests=TestsRun(commands=shown, passed=passed, summary=summary),
         artifacts=Artifacts(
             report_md="report.md",
             selftest_log="selftest.log",

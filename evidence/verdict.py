@@ -56,6 +56,14 @@ def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[boo
     return not problems, problems
 
 
+def _secrets_in_diff(folder: Path) -> bool:
+    try:
+        counts = json.loads((folder / "metrics" / "redactions.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return bool(counts.get("patch.diff"))
+
+
 def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -> VerdictV1:
     """The verdict for an evidence folder under a contract (see the module docstring)."""
     checks: list[Check] = validate_evidence(folder, task)
@@ -87,8 +95,10 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
             classes.append(FailClass.TEST_FAILURE)
     if FailCode.SCOPE_CONFLICT in codes:
         classes.insert(0, FailClass.SCOPE_VIOLATION)
-    if classified.reason_code is FailCode.POLICY_VIOLATION:
+    if classified.reason_code is FailCode.POLICY_VIOLATION or _secrets_in_diff(folder):
         codes.add(FailCode.POLICY_VIOLATION)
+        classes.insert(0, FailClass.SECURITY_VIOLATION)
+        problems.append("the diff carried secrets (redacted in the evidence): never commit keys or tokens")
     reason = next((code for code in _ORDER if code in codes), None)
     submitted = (
         datetime.fromtimestamp((folder / "submit.json").stat().st_mtime, UTC)

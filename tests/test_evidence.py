@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from pagedctx.errors import FailCode
 from pagedctx.evidence.collector import collect, snapshot
+from pagedctx.evidence.query import query_evidence
+from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
 from pagedctx.evidence.schemas import Acceptance, FailClass, SubmitV1, TaskContract
+from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import Pins, TaskInput
 from pagedctx.evidence.validator import validate_evidence
 from pagedctx.evidence.verdict import judge
@@ -31,7 +37,7 @@ PYTEST = (
 
 def project(tmp_path: Path, *, git: bool = True) -> Path:
     root = tmp_path / "proj"
-    root.mkdir()
+    root.mkdir(parents=True)
     (root / "calc.py").write_text(CALC)
     (root / "test_calc.py").write_text(TESTS)
     (root / "docs").mkdir()
@@ -184,3 +190,43 @@ def test_a_timeout_is_its_own_failure(tmp_path: Path) -> None:
     assert (folder / "selftest.log").read_text().rstrip().endswith("EXIT_CODE=124")
     verdict = judge(contract_for(task), folder, task)
     assert verdict.verdict == "FAIL" and FailClass.TIMEOUT in verdict.fail_class
+
+
+def test_secrets_are_redacted_and_a_committed_secret_is_a_policy_violation(tmp_path: Path) -> None:
+    """E7: nothing secret reaches disk; a key committed in the diff fails the verdict (security)."""
+    fixed = CALC.replace("a - b", "a + b", 1) + "\nAPI_KEY = 'sk-proj-abcdefghijklmnopqrstuvwx'\n"
+    command = f"echo token=supersecret123 && {PYTEST}"
+    task, folder = run(tmp_path, fix=fixed, commands=(command,))
+    everything = "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    assert "supersecret123" not in everything and "abcdefghijklmnopqrstuvwx" not in everything
+    assert "[REDACTED:openai_key]" in (folder / "patch.diff").read_text()
+    contract = contract_for(task).model_copy(update={"test_commands": (command,)})
+    verdict = judge(contract, folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.POLICY_VIOLATION
+    assert verdict.fail_class[0] is FailClass.SECURITY_VIOLATION
+    assert redact("password: 'hunter22xyz'")[0] == "password: '[REDACTED:assignment]'"
+
+
+def test_query_and_retention_over_an_artifacts_root(tmp_path: Path) -> None:
+    """E7/E9: query by task, type, status and date; routine evidence goes after 30 days, pinned stays."""
+    task, folder = run(tmp_path / "a")
+    other, failed = run(tmp_path / "b", fix=None)
+    root = tmp_path / "a" / "artifacts"
+    shutil.move(str(failed), str(root / "scc_tasks" / other.task_id))
+    failed = root / "scc_tasks" / other.task_id
+    assert [e.task_id for e in query_evidence(root, status="FAILED")] == [other.task_id]
+    assert [e.task_id for e in query_evidence(root, task_id=task.task_id, kind="patch")] == [task.task_id]
+    assert query_evidence(root, kind="verdict") == []
+    old = datetime.now(UTC) - timedelta(days=45)
+    os.utime(folder, (old.timestamp(), old.timestamp()))
+    os.utime(failed, (old.timestamp(), old.timestamp()))
+    assert [e.task_id for e in query_evidence(root, until=datetime.now(UTC) - timedelta(days=40))] == sorted(
+        [task.task_id, other.task_id]
+    )
+    set_retention(failed, RetentionPolicy.model_validate({"class": "high_impact", "days": 90}))
+    os.utime(failed, (old.timestamp(), old.timestamp()))
+    report = apply_retention(root, dry_run=True)
+    assert report.removed == (task.task_id,) and folder.exists()
+    assert apply_retention(root).removed == (task.task_id,) and not folder.exists() and failed.exists()
+    with pytest.raises(ValueError, match="90 to 180"):
+        RetentionPolicy.model_validate({"class": "high_impact", "days": 400})
