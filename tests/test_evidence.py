@@ -13,9 +13,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from pagedctx.cli import app
 from pagedctx.errors import FailCode
 from pagedctx.evidence.collector import collect, snapshot
+from pagedctx.evidence.export import schema_documents
 from pagedctx.evidence.query import query_evidence
 from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
 from pagedctx.evidence.schemas import Acceptance, FailClass, SubmitV1, TaskContract
@@ -230,3 +233,96 @@ def test_query_and_retention_over_an_artifacts_root(tmp_path: Path) -> None:
     assert apply_retention(root).removed == (task.task_id,) and not folder.exists() and failed.exists()
     with pytest.raises(ValueError, match="90 to 180"):
         RetentionPolicy.model_validate({"class": "high_impact", "days": 400})
+
+
+def test_the_exported_json_schemas_match_the_models() -> None:
+    """E4/E5: docs/schemas/ is what the models export (regenerate: pagedctx evidence schemas)."""
+    folder = Path(__file__).parent.parent / "docs" / "schemas"
+    for name, text in schema_documents().items():
+        assert (folder / name).read_text() == text, f"{name} is stale: run `pagedctx evidence schemas`"
+    submit = json.loads((folder / "scc.submit.v1.schema.json").read_text())
+    assert submit["properties"]["schema_version"]["const"] == "scc.submit.v1"
+    codes = [c["code"] for c in json.loads((folder / "fail_codes.json").read_text())]
+    assert codes == [c.value for c in FailCode]
+
+
+def collect_args(task_file: Path, root: Path, art: Path, command: str) -> list[str]:
+    return [
+        "evidence",
+        "collect",
+        "--task",
+        str(task_file),
+        "--repo",
+        str(root),
+        "--artifacts",
+        str(art),
+        "--command",
+        command,
+    ]
+
+
+def test_cli_from_start_to_verdict(tmp_path: Path) -> None:
+    """Seed 001 8.3: start -> apply -> collect -> validate -> verdict -> query -> classify -> retain."""
+    root = project(tmp_path)
+    task = task_for(root)
+    task_file, contract_file = tmp_path / "task.json", tmp_path / "contract.json"
+    task_file.write_text(task.model_dump_json())
+    contract_file.write_text(contract_for(task).model_dump_json())
+    art = tmp_path / "art"
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            app, ["evidence", "start", "--task", str(task_file), "--repo", str(root), "--artifacts", str(art)]
+        ).exit_code
+        == 0
+    )
+    mods = tmp_path / "mods.json"
+    fix = {
+        "file_path": "calc.py",
+        "target_chunk_id": "calc.py::add",
+        "action_type": "MODIFY",
+        "new_content": "def add(a, b):\n    return a + b\n",
+    }
+    mods.write_text(json.dumps([fix]))
+    applied = runner.invoke(
+        app, ["apply", str(mods), "--repo", str(root), "--pins", str(task_file), "--no-format"]
+    )
+    assert applied.exit_code == 0, applied.stderr
+    collected = runner.invoke(app, [*collect_args(task_file, root, art, PYTEST), "--decision", "fix add"])
+    assert collected.exit_code == 0, collected.stderr
+    folder = Path(collected.stdout.strip())
+    assert not (folder / ".pre_snapshot.json").exists()
+    assert (
+        runner.invoke(
+            app, ["evidence", "validate", "--evidence-dir", str(folder), "--task", str(task_file)]
+        ).exit_code
+        == 0
+    )
+    judged = runner.invoke(
+        app,
+        [
+            "verdict",
+            "--contract",
+            str(contract_file),
+            "--evidence-dir",
+            str(folder),
+            "--task",
+            str(task_file),
+            "--output",
+            str(folder / "verdict.json"),
+        ],
+    )
+    assert judged.exit_code == 0 and json.loads(judged.stdout)["verdict"] == "PASS"
+    found = runner.invoke(app, ["evidence", "query", "--artifacts", str(art), "--status", "PASS"])
+    assert [e["task_id"] for e in json.loads(found.stdout)] == [task.task_id]
+    classified = runner.invoke(app, ["evidence", "classify", "--logs", str(folder / "selftest.log")])
+    assert json.loads(classified.stdout)["fail_class"] == []
+    kept = runner.invoke(app, ["evidence", "retain", "--artifacts", str(art), "--pin", task.task_id])
+    assert json.loads(kept.stdout)["kept"] == [task.task_id]
+    (folder / "selftest.log").write_text("EXIT_CODE=0\n")
+    tampered = runner.invoke(
+        app, ["verdict", "--contract", str(contract_file), "--evidence-dir", str(folder)]
+    )
+    assert tampered.exit_code == 1 and json.loads(tampered.stdout)["reason_code"] == "EVIDENCE_MISSING"
+    no_start = runner.invoke(app, collect_args(task_file, root, tmp_path / "none", "true"))
+    assert no_start.exit_code == 2 and "evidence start" in no_start.stderr

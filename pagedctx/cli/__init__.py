@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from pagedctx._version import __version__
-from pagedctx.cli import config, envelope, instructions, llm, modules, pcr, xml
+from pagedctx.cli import config, envelope, evidence, instructions, llm, modules, pcr, xml
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
 from pagedctx.cli import view as view_cli
@@ -29,6 +29,8 @@ app.add_typer(modules.app, name="modules")
 app.add_typer(envelope.app, name="envelope")
 app.add_typer(config.app, name="config")
 app.add_typer(llm.app, name="llm")
+app.add_typer(evidence.app, name="evidence")
+app.command("verdict")(evidence.verdict)
 app.command("index")(index_command)
 app.command("pcr")(pcr.pcr)
 app.command("select")(select_cli.select)
