@@ -326,3 +326,12 @@ def test_cli_from_start_to_verdict(tmp_path: Path) -> None:
     assert tampered.exit_code == 1 and json.loads(tampered.stdout)["reason_code"] == "EVIDENCE_MISSING"
     no_start = runner.invoke(app, collect_args(task_file, root, tmp_path / "none", "true"))
     assert no_start.exit_code == 2 and "evidence start" in no_start.stderr
+
+
+def test_a_missing_dependency_is_an_executor_error(tmp_path: Path) -> None:
+    """E2: a test run that cannot import what it needs fails as EXECUTOR_ERROR, external_dependency."""
+    broken = CALC.replace("def add", "import not_installed_anywhere\n\n\ndef add", 1)
+    task, folder = run(tmp_path, fix=broken)
+    verdict = judge(contract_for(task), folder, task)
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.EXECUTOR_ERROR
+    assert FailClass.EXTERNAL_DEPENDENCY in verdict.fail_class
