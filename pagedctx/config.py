@@ -46,6 +46,9 @@ class Config(BaseModel):
     modules_dir: Path | None = None
     models: dict[str, Any] = Field(default_factory=dict)
     ray: dict[str, Any] = Field(default_factory=dict)
+    edit: dict[str, Any] = Field(
+        default_factory=dict, description="edit.formatters: language -> commands ({file}) run after an edit"
+    )
 
     @property
     def store_url(self) -> str:

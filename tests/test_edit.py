@@ -321,3 +321,24 @@ def test_cli_apply_prints_the_report_and_refuses_with_a_fail_code(tmp_path: Path
     mods.write_text("{not json")
     assert CliRunner().invoke(app, args).exit_code == 2
     assert "b + a" in (root / path).read_text() and source != (root / path).read_text()
+
+
+def test_a_profile_chooses_the_formatters(tmp_path: Path) -> None:
+    """S7: the formatter choice is configurable (profile edit.formatters) and recorded in the report."""
+    root, path, _ = repo_with(tmp_path, "python")
+    task = tmp_path / "task.json"
+    pins = {"allowed_paths": ["pkg/"], "forbidden_paths": []}
+    task.write_text(
+        json.dumps(
+            {"task_id": "5b0e7c1e-1f5a-4c55-9a54-2b7f0f6f5d11", "goal": "g", "role": "r", "pins": pins}
+        )
+    )
+    profile = tmp_path / "fmt.yaml"
+    profile.write_text('edit:\n  formatters:\n    python:\n      - ["true", "{file}"]\n')
+    mods = tmp_path / "mods.json"
+    mods.write_text(json.dumps([mod(path, ActionType.DELETE, "sub").model_dump(mode="json")]))
+    result = CliRunner().invoke(
+        app, ["apply", str(mods), "--repo", str(root), "--pins", str(task), "--profile", str(profile)]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["files"][0]["formatters"] == ["true: ok"]

@@ -1,7 +1,8 @@
 """`pagedctx apply MODS.json --repo ROOT --pins TASK.json`: chunk-anchored edits (S6, S7, E3).
 
 MODS.json is `{"modifications": [CodeModification, ...]}` (or the bare list); TASK.json is the
-task input (E3) whose `pins` bound the paths. Prints the report as JSON. Exit 0 applied; 1 refused
+task input (E3) whose `pins` bound the paths. The formatters run after the edit are the defaults
+(`FORMATTERS`) or the profile's `edit.formatters`. Prints the report as JSON. Exit 0 applied; 1 refused
 (`{"applied": false, "code": "<fail code>", "message": ...}`, nothing written); 2 usage (a file
 that is not JSON or not the schema, a missing repository).
 """
@@ -26,11 +27,34 @@ def _read(path: Path, what: str) -> object:
         raise typer.BadParameter(f"{what} {path} is not JSON: {exc.msg} at line {exc.lineno}") from exc
 
 
+def _formatters(profile: str | None) -> dict[str, tuple[tuple[str, ...], ...]] | None:
+    """The profile's `edit.formatters` (language -> list of commands), else None: the defaults."""
+    from pagedctx.config import load_config
+    from pagedctx.errors import ConfigError
+
+    chosen = load_config(profile=profile).edit.get("formatters")
+    if chosen is None:
+        return None
+    if not isinstance(chosen, dict) or not all(
+        isinstance(cmds, list)
+        and all(isinstance(c, list) and c and all(isinstance(w, str) for w in c) for c in cmds)
+        for cmds in chosen.values()
+    ):
+        raise ConfigError(
+            "edit.formatters maps a language to a list of commands, each a list of words with {file}"
+        )
+    return {language: tuple(tuple(c) for c in cmds) for language, cmds in chosen.items()}
+
+
 def apply(
     mods: Path = typer.Argument(..., help="JSON: {'modifications': [...]} of CodeModification objects."),
+    *,
     repo: Path = typer.Option(..., "--repo", help="The repository root the paths are relative to."),
     pins: Path = typer.Option(..., "--pins", help="The task input (E3) whose pins bound the paths."),
     store: str | None = typer.Option(None, "--store", help="Update this store's index after the edit."),
+    profile: str | None = typer.Option(
+        None, "--profile", help="Profile whose edit.formatters replace the defaults."
+    ),
     no_format: bool = typer.Option(False, "--no-format", help="Do not run formatters and import fixers."),
 ) -> None:
     """Apply chunk-anchored modifications all or nothing; print the report as JSON."""
@@ -52,10 +76,9 @@ def apply(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     try:
+        formatters = {} if no_format else _formatters(profile)
         index = Index.open(store) if store else None
-        report = apply_modifications(
-            repo, batch.modifications, task.pins, formatters={} if no_format else None, index=index
-        )
+        report = apply_modifications(repo, batch.modifications, task.pins, formatters=formatters, index=index)
     except ProtocolFault as fault:
         typer.echo(
             json.dumps({"applied": False, "code": str(fault.code), "message": fault.message}, indent=2)
