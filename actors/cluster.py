@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedctx.actors.roles import ConsolidatorRole, RouterRole, WorkerRole
+from pagedctx.actors.roles import ConsolidatorRole, ReplicaMissing, RouterRole, WorkerRole
 from pagedctx.host.models.factory import RoleSpec
 from pagedctx.host.session.blocks import BlockProvider
 from pagedctx.host.session.consolidation import Result
 from pagedctx.host.session.router import RouterPlan
-from pagedctx.host.session.routing import PlanRequest
+from pagedctx.host.session.routing import PlanRequest, state_delta
 from pagedctx.pages import Page, SessionState
 
 __all__ = ["ActorOptions", "RayRoles", "ensure_ray", "start_roles"]
@@ -59,6 +59,7 @@ class RayRoles:
     worker: Any
     consolidator: Any
     _updates: list[tuple[list[str], list[Page]]] = field(default_factory=list)
+    _sent: SessionState | None = None  # the state the Router's replica holds
 
     # --- Router (the `Router` protocol of host.session.routing)
 
@@ -67,10 +68,17 @@ class RayRoles:
         self._updates.append((list(removed), list(changed)))
 
     def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
+        """Plan on the actor, sending the state's differences since the last call (the whole state
+        the first time, or when a restarted Router lost its replica)."""
         import ray
 
         updates, self._updates = self._updates, []
-        plan: RouterPlan = ray.get(self.router.plan.remote(state, request, updates))
+        view = state if self._sent is None else state_delta(self._sent, state)
+        try:
+            plan: RouterPlan = ray.get(self.router.plan.remote(view, request, updates))
+        except ReplicaMissing:
+            plan = ray.get(self.router.plan.remote(state, request, updates))
+        self._sent = state
         return plan
 
     # --- Worker (the loop's `Worker` callable)
@@ -105,7 +113,7 @@ class RayRoles:
         """Reuse the actors for another session: the router starts over with these blocks."""
         import ray
 
-        self._updates = []
+        self._updates, self._sent = [], None
         ray.get(self.router.reset.remote(blocks))
 
     def shutdown(self) -> None:

@@ -23,12 +23,13 @@ from pagedctx.host.session.model_roles import ModelConsolidator, ModelRouter, Mo
 from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.router import RouterPlan
-from pagedctx.host.session.routing import LocalRouter, PlanRequest
+from pagedctx.host.session.routing import LocalRouter, PlanRequest, StateDelta, apply_delta
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 
 __all__ = [
     "ConsolidatorRole",
+    "ReplicaMissing",
     "RouterRole",
     "WorkerRole",
     "build_consolidator",
@@ -51,6 +52,10 @@ def build_consolidator(spec: RoleSpec) -> Consolidator:
     if spec.backend == "baseline":
         return baseline_consolidator
     return ModelConsolidator(ModelModuleRunner(build_backend(spec)))
+
+
+class ReplicaMissing(RuntimeError):
+    """A state delta reached a Router without the state it applies to (after a restart)."""
 
 
 def build_router(
@@ -123,6 +128,7 @@ class RouterRole:
         spec: RoleSpec | None = None,
     ) -> None:
         self.spec = spec or RoleSpec()
+        self.replica: SessionState | None = None  # the session state as of the last plan call
         self.memory = StoreMemory(open_store(store_url)) if store_url is not None else None
         self.router = build_router(self.spec, blocks, self.memory)
         if store_url is not None and session is not None and _reconstructed():
@@ -132,20 +138,28 @@ class RouterRole:
     async def reset(self, blocks: BlockProvider | None) -> None:
         """Start over for another session (a long-lived actor keeps its warm caches: WordNet, terms)."""
         self.router = build_router(self.spec, blocks, self.memory)
+        self.replica = None
 
     async def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
         self.router.sync(removed, changed)
 
     async def plan(
         self,
-        state: SessionState,
+        view: SessionState | StateDelta,
         request: PlanRequest,
         updates: Sequence[tuple[Sequence[str], Sequence[Page]]] = (),
     ) -> RouterPlan:
-        """Apply the search updates sent with the call (in order), then plan the round."""
+        """Apply the search updates sent with the call (in order), bring the state replica forward
+        (a whole state, or the differences since the last call), then plan the round."""
+        if isinstance(view, StateDelta):
+            if self.replica is None:
+                raise ReplicaMissing("the router's state replica is gone (a restart): send the whole state")
+            self.replica = apply_delta(self.replica, view)
+        else:
+            self.replica = view
         for removed, changed in updates:
             self.router.sync(removed, changed)
-        return self.router.plan(state, request)
+        return self.router.plan(self.replica, request)
 
     async def finish(self) -> None:
         """End of session: a replayed role checks every recorded answer was asked for."""

@@ -13,6 +13,7 @@ from hypothesis.stateful import invariant, rule
 from test_pages_properties import ZoomMachine
 
 from pagedctx.errors import UsageError
+from pagedctx.host.session.routing import apply_delta, state_delta
 from pagedctx.host.session.trace import (
     RoundEvent,
     TraceRecorder,
@@ -128,6 +129,17 @@ class TraceMachine(ZoomMachine):
         target = data.draw(st.sampled_from(roots or self._ids()))
         self.snapshot = self.state.model_dump()
         self._apply(move(self.state, target), self.state)
+
+    @invariant()
+    def a_replica_follows_by_deltas(self) -> None:
+        """D1: the Router actor's replica, moved by state deltas, is the state itself (and in order)."""
+        previous = getattr(self, "previous", None)
+        self.replica = (
+            self.state if previous is None else apply_delta(self.replica, state_delta(previous, self.state))
+        )
+        self.previous = self.state
+        assert self.replica.model_dump() == self.state.model_dump()
+        assert list(self.replica.pages) == list(self.state.pages) and self.replica.drafts == self.state.drafts
 
     @invariant()
     def recorded_like_a_full_walk(self) -> None:

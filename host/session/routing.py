@@ -9,7 +9,8 @@ runtimes compute the same plans from the same calls.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,9 +19,20 @@ from pagedctx.host.session.expanded import ExpandedSearch
 from pagedctx.host.session.memory import Memory
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, RouterPlan, address
-from pagedctx.pages import Page, SessionState
+from pagedctx.pages import Page, SessionState, View
+from pagedctx.pages.pmap import PMap
 
-__all__ = ["LocalRouter", "PlanRequest", "Router", "changes"]
+__all__ = [
+    "LocalRouter",
+    "PlanRequest",
+    "Router",
+    "StateDelta",
+    "apply_delta",
+    "changes",
+    "state_delta",
+]
+
+V = TypeVar("V")
 
 
 class PlanRequest(BaseModel):
@@ -81,3 +93,62 @@ def changes(before: SessionState, after: SessionState) -> tuple[list[str], list[
     """Ids removed and pages new or replaced from `before` to `after` (proportional to the change)."""
     removed, changed = after.pages.diff(before.pages)
     return removed, [after.pages[pid] for pid in changed]
+
+
+@dataclass(frozen=True)
+class StateDelta:
+    """What changed from one session state to the next, to keep a replica (the Router actor's)."""
+
+    pages_removed: tuple[str, ...]
+    pages_changed: dict[str, Page]
+    views_removed: tuple[str, ...]
+    views_changed: dict[str, View]
+    parents_removed: tuple[str, ...]
+    parents_changed: dict[str, str]
+    children_removed: tuple[str, ...]
+    children_changed: dict[str, tuple[str, ...]]
+    flow: tuple[str, ...]
+    background: tuple[str, ...]
+    unpacked_this_round: frozenset[str]
+    round: int
+
+
+def _split(before: PMap[str, V], after: PMap[str, V]) -> tuple[tuple[str, ...], dict[str, V]]:
+    removed, changed = after.diff(before)
+    return tuple(removed), {key: after[key] for key in changed}
+
+
+def state_delta(before: SessionState, after: SessionState) -> StateDelta:
+    """The differences of two states derived one from the other (proportional to the change)."""
+    pages_removed, pages_changed = _split(before.pages, after.pages)
+    views_removed, views_changed = _split(before.views, after.views)
+    parents_removed, parents_changed = _split(before.parents, after.parents)
+    children_removed, children_changed = _split(before.children, after.children)
+    return StateDelta(
+        pages_removed=pages_removed,
+        pages_changed=pages_changed,
+        views_removed=views_removed,
+        views_changed=views_changed,
+        parents_removed=parents_removed,
+        parents_changed=parents_changed,
+        children_removed=children_removed,
+        children_changed=children_changed,
+        flow=after.flow,
+        background=after.background,
+        unpacked_this_round=after.unpacked_this_round,
+        round=after.round,
+    )
+
+
+def apply_delta(state: SessionState, delta: StateDelta) -> SessionState:
+    """`state` moved forward by `delta` (the replica then equals the state the delta was taken to)."""
+    return state.evolve(
+        pages=state.pages.remove_many(delta.pages_removed).set_many(delta.pages_changed),
+        views=state.views.remove_many(delta.views_removed).set_many(delta.views_changed),
+        parents=state.parents.remove_many(delta.parents_removed).set_many(delta.parents_changed),
+        children=state.children.remove_many(delta.children_removed).set_many(delta.children_changed),
+        flow=delta.flow,
+        background=delta.background,
+        unpacked_this_round=delta.unpacked_this_round,
+        round=delta.round,
+    )
