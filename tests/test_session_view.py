@@ -23,7 +23,7 @@ from pagedctx.cli import app
 from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs
 from pagedctx.host.session.trace import PageLine, RoundEvent, read_trace, snapshots
-from pagedctx.host.session.view import render_html
+from pagedctx.host.session.view import MAX_DRAWN, render_html
 from pagedctx.protocol.context import TraceStep
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -345,3 +345,19 @@ def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None
         assert sorted(node_ids(section)) == sorted(p.id for p in listed)
     assert len(list(dom.iter("script"))) == 1
     assert sections[0].find_class("node")[0].find_class("title")[0].text_content() == HOSTILE
+
+
+def test_a_huge_session_is_drawn_by_what_matters() -> None:
+    """P3 at scale: past MAX_DRAWN pages a round draws the shown pages, their ancestors and the latest."""
+    pages = [
+        line(f"{n:08x}", "child", parent="0000000a", timestamp=T0 + timedelta(minutes=n))
+        for n in range(16, 4000)
+    ]
+    pages += [line("0000000a", "flow", view="Unpacked", type="Consolidated")]
+    pages += [line("0000000b", "child", parent="00000064", view="Detail")]  # under page 100
+    page = render_html([event(pages)])
+    section = rounds_of(page)[0]
+    ids = node_ids(section)
+    assert len(ids) == MAX_DRAWN and len(set(ids)) == len(ids)
+    assert {"0000000a", "0000000b", "00000064", f"{3999:08x}"} <= set(ids)
+    assert f"Logic tree ({len(pages)} pages; {len(pages) - MAX_DRAWN} not drawn" in page

@@ -30,7 +30,7 @@ from typing import Any
 
 from pagedctx.host.session.trace import PageLine, RoundEvent, snapshots
 
-__all__ = ["VIEWS", "render_html"]
+__all__ = ["MAX_DRAWN", "VIEWS", "render_html"]
 
 VIEWS = ("Summary", "Detail", "Unpacked")
 _LANES = ("flow", "child", "background", "hidden")
@@ -358,19 +358,54 @@ def _label(event: RoundEvent, sessions: int) -> str:
     return f"session {event.session} round {event.round}" if sessions > 1 else f"round {event.round}"
 
 
+MAX_DRAWN = 1500  # pages drawn per round; a bigger session is drawn by what matters (`_drawn`)
+
+
+def _drawn(pages: Sequence[PageLine]) -> tuple[list[PageLine], int]:
+    """The pages a round draws, and how many it leaves out.
+
+    Up to `MAX_DRAWN`: every shown root (flow, background), every page out of Summary and the
+    ancestors that nest it, then the latest of the others. A 100,000-page session stays a page a
+    browser opens; the count of the rest is shown.
+    """
+    if len(pages) <= MAX_DRAWN:
+        return list(pages), 0
+    by_id = {p.id: p for p in pages}
+    keep: dict[str, None] = {}
+    for page in pages:
+        if page.place in ("flow", "background") or page.view != "Summary":
+            current: PageLine | None = page
+            while current is not None and current.id not in keep:
+                keep[current.id] = None
+                current = by_id.get(current.parent) if current.parent else None
+    for page in sorted(pages, key=_order, reverse=True):
+        if len(keep) >= MAX_DRAWN:
+            break
+        keep.setdefault(page.id, None)
+    chosen = [by_id[i] for i in keep]
+    return chosen, len(pages) - len(chosen)
+
+
 def _round(position: int, event: RoundEvent, pages: Sequence[PageLine], label: str, last: bool) -> str:
     legend = "".join(f'<span><i style="background:var(--{v.lower()})"></i>{v}</span>' for v in VIEWS)
+    drawn, omitted = _drawn(pages)
     return (
         f'<section class="round" id="round-{position}" data-round="{event.round}" '
         f'data-session="{_e(event.session)}" data-label="{_e(label)}"{"" if last else " hidden"}>'
         f"<h2>{_e(label)}</h2>"
         + _header(event)
-        + f'<div class="panel tree"><h3>Logic tree ({len(pages)} pages)</h3>'
+        + f'<div class="panel tree"><h3>Logic tree ({len(pages)} pages'
+        + (
+            f"; {omitted} not drawn, drawn are every shown page with its ancestors and the latest"
+            if omitted
+            else ""
+        )
+        + ")</h3>"
         + f'<div class="legend">{legend}<span>dashed: draft</span></div>'
-        + _tree(pages)
+        + _tree(drawn)
         + "</div>"
         + '<div class="panel"><h3>Timeline</h3>'
-        + _timeline(pages, event.time)
+        + _timeline(drawn, event.time)
         + "</div></section>"
     )
 
