@@ -35,6 +35,7 @@ __all__ = [
     "build_consolidator",
     "build_router",
     "build_worker",
+    "end_session",
 ]
 
 
@@ -76,7 +77,20 @@ def _reconstructed() -> bool:
         return False
 
 
-class WorkerRole:
+def end_session(role: object) -> None:
+    """A role's end of session, if it has one (a replayed model role checks its recording)."""
+    finish = getattr(role, "finish", None)
+    if callable(finish):
+        finish()
+
+
+class _Pingable:
+    async def ping(self) -> tuple[int, bool]:
+        """Which process runs the actor, and whether Ray rebuilt it after a crash."""
+        return os.getpid(), _reconstructed()
+
+
+class WorkerRole(_Pingable):
     """One Worker step per call (stateless between calls: a restarted Worker just goes on)."""
 
     def __init__(self, spec: RoleSpec) -> None:
@@ -88,15 +102,10 @@ class WorkerRole:
 
     async def finish(self) -> None:
         """End of session: a replayed role checks every recorded answer was asked for."""
-        finish = getattr(self.worker, "finish", None)
-        if callable(finish):
-            finish()
-
-    async def ping(self) -> tuple[int, bool]:
-        return os.getpid(), _reconstructed()
+        end_session(self.worker)
 
 
-class ConsolidatorRole:
+class ConsolidatorRole(_Pingable):
     """Merges pages; under Ray its calls run in their own concurrency group ("background")."""
 
     def __init__(self, spec: RoleSpec) -> None:
@@ -108,15 +117,10 @@ class ConsolidatorRole:
 
     async def finish(self) -> None:
         """End of session: a replayed role checks every recorded answer was asked for."""
-        finish = getattr(self.consolidator, "finish", None)
-        if callable(finish):
-            finish()
-
-    async def ping(self) -> tuple[int, bool]:
-        return os.getpid(), _reconstructed()
+        end_session(self.consolidator)
 
 
-class RouterRole:
+class RouterRole(_Pingable):
     """The router (baseline `LocalRouter`, or a `ModelRouter` over it) behind async calls; reloads the
     session's pages from the store after a crash."""
 
@@ -163,9 +167,4 @@ class RouterRole:
 
     async def finish(self) -> None:
         """End of session: a replayed role checks every recorded answer was asked for."""
-        finish = getattr(self.router, "finish", None)
-        if callable(finish):
-            finish()
-
-    async def ping(self) -> tuple[int, bool]:
-        return os.getpid(), _reconstructed()
+        end_session(self.router)

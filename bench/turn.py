@@ -53,10 +53,11 @@ from pagedctx.host.session.loop import (  # run_session's own steps
     _frame_tokens,
     _node_tokens,
     _relevance,
-    _sync_search,
+    _sync,
 )
 from pagedctx.host.session.recall import PageSearch
 from pagedctx.host.session.router import RouterConfig, RouterPlan, address, apply_plan
+from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.synthesis import Synthesis, SynthesisRequest, synthesize
 from pagedctx.pages import (
     ConsolidatedPage,
@@ -302,6 +303,9 @@ class Run:
     config: RouterConfig = field(default_factory=RouterConfig)
     blocks: ProviderSet = field(default_factory=ProviderSet)
 
+    def __post_init__(self) -> None:
+        self.router = LocalRouter(self.search)  # what run_session syncs the page search through
+
 
 @dataclass
 class Round:
@@ -320,7 +324,7 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
     addressed = clock()
     allowance = max(1, (run.budget - run.frame) // run.node_tokens)
     planned, added = apply_plan(state, plan, None, now=now, max_nodes=allowance)
-    _sync_search(search, state, planned)
+    _sync(run.router, state, planned)
     applied = clock()
     request = SynthesisRequest(
         budget=run.budget,
@@ -336,10 +340,10 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
     bus_start = clock()
     outcome = apply_actions(synthesis.state, parse_worker_output(raw).actions, run.blocks)
     acted = outcome.state if outcome.applied else synthesis.state
-    _sync_search(search, synthesis.state, acted)
+    _sync(run.router, synthesis.state, acted)
     bus_end = clock()
     ended = end_round(acted).state
-    _sync_search(search, acted, ended)
+    _sync(run.router, acted, ended)
     finished = clock()
     run.state = ended
     seconds = {

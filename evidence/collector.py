@@ -110,37 +110,22 @@ def _run(command: str, repo: Path, reports: Path, timeout: float) -> tuple[int, 
     return code, output, started, datetime.now(UTC)
 
 
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
+
+
 def _git_diff(repo: Path) -> str | None:
+    """`git diff` against HEAD plus every untracked file as new; None outside a git work tree."""
     if not (repo / ".git").exists():
         return None
-    tracked = subprocess.run(
-        ["git", "diff", "--no-color", "--no-ext-diff", "HEAD"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    tracked = _git(repo, "diff", "--no-color", "--no-ext-diff", "HEAD")
     if tracked.returncode != 0:
         return None
-    others = subprocess.run(
-        ["git", "ls-files", "--others", "--exclude-standard", "-z"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    others = _git(repo, "ls-files", "--others", "--exclude-standard", "-z")
     parts = [tracked.stdout]
     for name in sorted(filter(None, others.stdout.split("\0"))):
-        if name.split("/", 1)[0] in SKIP_DIRS:
-            continue
-        new = subprocess.run(
-            ["git", "diff", "--no-color", "--no-index", "--", "/dev/null", name],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        parts.append(new.stdout)
+        if name.split("/", 1)[0] not in SKIP_DIRS:
+            parts.append(_git(repo, "diff", "--no-color", "--no-index", "--", "/dev/null", name).stdout)
     return "".join(parts)
 
 

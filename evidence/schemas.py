@@ -8,7 +8,6 @@ and a test keeps those files equal to the models.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
@@ -250,9 +249,3 @@ class VerdictV1(BaseModel):
         ):
             raise ValueError("a PASS verdict has every check true and no reason_code")
         return self
-
-
-def _now() -> datetime:  # pragma: no cover - convenience for callers
-    from datetime import UTC
-
-    return datetime.now(UTC)

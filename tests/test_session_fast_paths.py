@@ -18,8 +18,9 @@ from hypothesis.stateful import invariant, rule
 from pages_factory import consolidated, original
 from test_pages_properties import ZoomMachine
 
-from pagedctx.host.session.loop import _relevance, _sync_search
+from pagedctx.host.session.loop import _relevance, _sync
 from pagedctx.host.session.recall import PageSearch, page_terms
+from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.synthesis import SynthesisRequest, _Governor, _Move, _shown, count_document
 from pagedctx.pages import SessionState, Transition, View, add_pages, consult
 from pagedctx.protocol.render import render_state, timeline_key
@@ -109,16 +110,17 @@ class HostFastPaths(ZoomMachine):
     def __init__(self) -> None:
         super().__init__()
         self.search = PageSearch()
+        self.router = LocalRouter(self.search)  # the loop keeps the search in step through its router
 
     def _apply(self, result, before: SessionState) -> None:  # type: ignore[no-untyped-def]
         super()._apply(result, before)
-        _sync_search(self.search, before, self.state)
+        _sync(self.router, before, self.state)
 
     @rule()
     def close_round(self) -> None:
         before = self.state
         super().close_round()
-        _sync_search(self.search, before, self.state)
+        _sync(self.router, before, self.state)
 
     @rule(size=st.integers(1, 5), draft=st.booleans())
     def add_family(self, size: int, draft: bool) -> None:

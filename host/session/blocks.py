@@ -170,29 +170,19 @@ def materialize(
     """
     page_id = short_hash(piece.handle, taken)
     taken.add(page_id)
+    common = {
+        "id": page_id,
+        "depth": depth,
+        "timestamp": piece.timestamp,
+        "keywords": piece.keywords,
+        "summary": piece.summary,
+        "draft": draft,
+        "pblock": piece.handle,
+        "origin": piece.origin,
+    }
     if piece.atomic:
-        return OriginalPage(
-            id=page_id,
-            depth=depth,
-            timestamp=piece.timestamp,
-            keywords=piece.keywords,
-            summary=piece.summary,
-            draft=draft,
-            pblock=piece.handle,
-            origin=piece.origin,
-            content=piece.content,
-        )
-    return ConsolidatedPage(
-        id=page_id,
-        depth=depth,
-        timestamp=piece.timestamp,
-        keywords=piece.keywords,
-        summary=piece.summary,
-        draft=draft,
-        pblock=piece.handle,
-        origin=piece.origin,
-        source_ids=piece.children or (piece.handle,),
-    )
+        return OriginalPage(**common, content=piece.content)
+    return ConsolidatedPage(**common, source_ids=piece.children or (piece.handle,))
 
 
 # --- text helpers -------------------------------------------------------------------------------------

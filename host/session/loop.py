@@ -41,7 +41,7 @@ from pagedctx.host.session.router import RouterConfig, RouterPlan, apply_plan, h
 from pagedctx.host.session.routing import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.sentry import is_pivot
-from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, SynthesisRequest, synthesize
+from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
 from pagedctx.host.session.trace import RoundEvent, TraceRecorder, TraceWriter
 from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
@@ -170,26 +170,48 @@ def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, flo
     return out
 
 
+def _merged(state: SessionState, pending: Pending, router: Router, steps: list[TraceStep]) -> SessionState:
+    """Apply a finished merge at a round boundary; its step (if any) goes to `steps`."""
+    after, step = apply_merge(state, pending)
+    _sync(router, state, after)
+    steps.extend([step] if step is not None else [])
+    return after
+
+
+@dataclass(frozen=True)
+class _View:
+    """What one rendering of the session shows besides the state."""
+
+    now: datetime
+    query: str
+    focus: frozenset[str]
+    relevance: dict[str, float]
+
+
+def _render(
+    state: SessionState,
+    view: _View,
+    request: SessionRequest,
+    parts: SessionParts,
+    worker_steps: Sequence[TraceStep],
+) -> Synthesis:
+    """The governed `<PagedContext>` of a round (or of the session's end) within the budget."""
+    asked = SynthesisRequest(
+        budget=request.budget,
+        current_time=view.now,
+        query=view.query,
+        trace=_shown_trace(worker_steps, request.budget, parts.counter),
+        focus=view.focus,
+        relevance=view.relevance,
+    )
+    return synthesize(state, asked, parts.counter)
+
+
 def _sync(router: Router, before: SessionState, after: SessionState) -> None:
     """Tell the router what changed (nothing to say: no call)."""
     removed, changed = changes(before, after)
     if removed or changed:
         router.sync(removed, changed)
-
-
-def _sync_search(search: PageSearch, before: SessionState, after: SessionState) -> None:
-    """Re-index the pages that are new or replaced and drop the removed ones, in proportion to them.
-
-    `search` indexes every page of `before` (run_session indexes the first state and syncs after
-    every change); if it holds fewer pages than that, every page is checked, as a safety net.
-    """
-    removed, changed = after.pages.diff(before.pages)
-    for page_id in removed:
-        search.remove(page_id)
-    if len(search) < len(before.pages) - len(removed):
-        known = set(changed)
-        changed = [pid for pid in after.pages if pid not in search or pid in known]
-    search.add_pages(after.pages[pid] for pid in changed)
 
 
 @dataclass
@@ -282,11 +304,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         boundary: list[TraceStep] = []
         router_faults: list[str] = []
         if pending is not None:
-            before = state
-            state, merged = apply_merge(state, pending)
+            state = _merged(state, pending, router, boundary)
             pending = None
-            _sync(router, before, state)
-            boundary.extend([merged] if merged is not None else [])
         intent = scaffold(request.intent, history)
         if number == 0 and request.history and is_pivot(intent.text, request.history[-1].intent):
             pending = _submit_merge(state, frozenset(), parts, intent.text)  # P13: the talk turned
@@ -312,18 +331,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         last_relevance = _relevance(state, plan.relevance)
-        synthesis = synthesize(
-            state,
-            SynthesisRequest(
-                budget=request.budget,
-                current_time=now,
-                query=intent.text,
-                trace=_shown_trace(worker_steps, request.budget, parts.counter),
-                focus=last_focus,
-                relevance=last_relevance,
-            ),
-            parts.counter,
-        )
+        view = _View(now=now, query=intent.text, focus=last_focus, relevance=last_relevance)
+        synthesis = _render(state, view, request, parts, worker_steps)
         state = synthesis.state
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
         round_steps: list[TraceStep] = [*boundary, *synthesis.steps]
@@ -380,24 +389,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             answer = round_answer
             break
     if pending is not None:  # the session's end is a round boundary too: the merge is not lost
-        before = state
-        state, merged = apply_merge(state, pending)
-        _sync(router, before, state)
-        steps.extend([merged] if merged is not None else [])
+        state = _merged(state, pending, router, steps)
     now = parts.clock()
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
-    final_view = synthesize(
-        state,
-        SynthesisRequest(
-            budget=request.budget,
-            current_time=now,
-            query=request.intent,
-            trace=_shown_trace(worker_steps, request.budget, parts.counter),
-            focus=final_focus,
-            relevance=last_relevance,
-        ),
-        parts.counter,
-    )
+    view = _View(now=now, query=request.intent, focus=final_focus, relevance=last_relevance)
+    final_view = _render(state, view, request, parts, worker_steps)
     return SessionResult(
         state=final_view.state,
         xml=final_view.xml,

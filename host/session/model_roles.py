@@ -25,28 +25,28 @@ from pagedctx.protocol.envelope import Violation
 __all__ = ["ModelConsolidator", "ModelRouter", "ModelWorker", "dropped_identifiers"]
 
 
-class ModelWorker:
-    """A Worker step on a model, through the `worker` module."""
+class _ModelRole:
+    """What every role on a model has: its module runner, a policy name, an end of session."""
 
     def __init__(self, runner: ModelModuleRunner) -> None:
         self.runner = runner
-
-    def finish(self) -> None:
-        """End of session: a replayed role checks every recorded answer was asked for."""
-        _finish(self.runner)
 
     @property
     def policy(self) -> str:
         return self.runner.backend.name
 
+    def finish(self) -> None:
+        """End of session: a replayed role checks every recorded answer was asked for."""
+        finish = getattr(self.runner.backend, "finish", None)
+        if callable(finish):
+            finish()
+
+
+class ModelWorker(_ModelRole):
+    """A Worker step on a model, through the `worker` module."""
+
     def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
         return self.runner.call("worker", {"context": xml, "query": intent}).text
-
-
-def _finish(runner: ModelModuleRunner) -> None:
-    finish = getattr(runner.backend, "finish", None)
-    if callable(finish):
-        finish()
 
 
 def _page_payload(page: Page) -> dict[str, Any]:
@@ -69,19 +69,8 @@ def dropped_identifiers(pages: Sequence[Page], summary: str) -> list[str]:
     return [name for name in dict.fromkeys(named) if name not in summary]
 
 
-class ModelConsolidator:
+class ModelConsolidator(_ModelRole):
     """Merges pages through the `consolidator` module (see the module docstring)."""
-
-    def __init__(self, runner: ModelModuleRunner) -> None:
-        self.runner = runner
-
-    def finish(self) -> None:
-        """End of session: a replayed role checks every recorded answer was asked for."""
-        _finish(self.runner)
-
-    @property
-    def policy(self) -> str:
-        return self.runner.backend.name
 
     def __call__(self, pages: Sequence[Page], intent: str = "") -> tuple[str, tuple[str, ...]]:
         def keeps_identifiers(data: Mapping[str, Any]) -> list[Violation]:
@@ -104,21 +93,13 @@ class ModelConsolidator:
 MAX_OFFERED = 40  # recalled pages offered to a router model
 
 
-class ModelRouter:
+class ModelRouter(_ModelRole):
     """P8 on a model: the baseline recalls (stage one); the `router` module decides Hot / Indexed and
     which block drafts to make, among what was offered (an id not offered is a violation)."""
 
     def __init__(self, runner: ModelModuleRunner, local: LocalRouter) -> None:
-        self.runner = runner
+        super().__init__(runner)
         self.local = local
-
-    def finish(self) -> None:
-        """End of session: a replayed role checks every recorded answer was asked for."""
-        _finish(self.runner)
-
-    @property
-    def policy(self) -> str:
-        return self.runner.backend.name
 
     def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
         self.local.sync(removed, changed)

@@ -108,13 +108,6 @@ def _clock(start: str | None) -> Any:
     return lambda: moment + timedelta(seconds=next(ticks))
 
 
-def _finish(*roles: Any) -> None:
-    for role in roles:
-        finish = getattr(role, "finish", None)
-        if callable(finish):
-            finish()
-
-
 def actor_options(ray_settings: dict[str, Any]) -> dict[str, Any]:
     """The profile's `ray.actors.<role>` settings (num_cpus, num_gpus, max_restarts, max_task_retries)."""
     from pagedctx.actors.cluster import ActorOptions
@@ -186,7 +179,7 @@ def run(
     ),
 ) -> None:
     """Run one session (roles from the profile: baseline by default) and print the final context."""
-    from pagedctx.actors.roles import build_consolidator, build_router, build_worker
+    from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
     from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.ingest.index import Index
@@ -249,7 +242,8 @@ def run(
             result = _on_ray(prepared, parts, request, specs, config)
         else:
             result = run_session(prepared.state, request, parts)
-            _finish(router_role, worker_role, consolidator_role)
+            for role in (router_role, worker_role, consolidator_role):
+                end_session(role)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
