@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["ActionType", "CodeModification", "ModificationBatch"]
 
@@ -30,6 +30,19 @@ class CodeModification(BaseModel):
     action_type: ActionType
     new_content: str = Field(default="", description="the whole new AST node (or file, for CREATE_FILE)")
     reasoning: str = ""
+
+    @field_validator("file_path", "target_chunk_id", "new_content", "reasoning")
+    @classmethod
+    def _utf8(cls, value: str | None) -> str | None:
+        """Text is written as UTF-8: a lone surrogate (e.g. JSON `"\\ud800"`) is refused here."""
+        if value is not None:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"holds a lone surrogate at position {exc.start} (not encodable as UTF-8)"
+                ) from None
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> CodeModification:

@@ -5,6 +5,12 @@ task input (E3) whose `pins` bound the paths. The formatters run after the edit 
 (`FORMATTERS`) or the profile's `edit.formatters`. Prints the report as JSON. Exit 0 applied; 1 refused
 (`{"applied": false, "code": "<fail code>", "message": ...}`, nothing written); 2 usage (a file
 that is not JSON or not the schema, a missing repository).
+
+Refusals (E2, see `pagedctx.host.edit.editor`): SCOPE_CONFLICT (outside the repository or the
+pins, or anything inside `.git`, which no pin makes writable), FILE_NOT_FOUND, MERGE_CONFLICT,
+NEEDS_CLARIFICATION, PREFLIGHT_FAILED (a result that does not parse, a name or path too long, a
+file where a folder must be), PERMISSION_DENIED (a folder that cannot be written), EXECUTOR_ERROR
+(a write that failed midway: every file was restored to its previous bytes and mode).
 """
 
 from __future__ import annotations
