@@ -77,7 +77,12 @@ def query_evidence(
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown evidence type {kind!r}; one of {sorted(KINDS)}")
     tasks = root / "scc_tasks"
-    folders = sorted(p for p in tasks.iterdir() if p.is_dir()) if tasks.is_dir() else []
+    # `.superseded/` (earlier evidence moved aside) and `.starts/` (sealed starting snapshots) are not tasks
+    folders = (
+        sorted(p for p in tasks.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if tasks.is_dir()
+        else []
+    )
     out = []
     for folder in folders:
         if task_id is not None and folder.name != task_id:

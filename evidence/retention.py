@@ -56,18 +56,34 @@ def set_retention(folder: Path, policy: RetentionPolicy) -> None:
     (folder / "retention.json").write_text(policy.model_dump_json(by_alias=True, indent=2) + "\n")
 
 
+def _name(folder: Path) -> str:
+    return (
+        f"{folder.parent.name}@{folder.name}" if folder.parent.parent.name == ".superseded" else folder.name
+    )
+
+
 def apply_retention(root: Path, now: datetime | None = None, *, dry_run: bool = False) -> RetentionReport:
     moment = now or datetime.now(UTC)
     kept: list[str] = []
     removed: list[str] = []
     tasks = root / "scc_tasks"
-    for folder in sorted(p for p in tasks.iterdir() if p.is_dir()) if tasks.is_dir() else []:
+    folders = (
+        sorted(p for p in tasks.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if tasks.is_dir()
+        else []
+    )
+    superseded = tasks / ".superseded"
+    if superseded.is_dir():  # earlier evidence moved aside by a later collect: same policy, named task/time
+        folders += sorted(
+            run for task in superseded.iterdir() if task.is_dir() for run in task.iterdir() if run.is_dir()
+        )
+    for folder in folders:
         policy = _policy(folder)
         created = datetime.fromtimestamp(folder.stat().st_mtime, UTC)
         if policy.pinned or moment - created <= timedelta(days=policy.days):
-            kept.append(folder.name)
+            kept.append(_name(folder))
             continue
-        removed.append(folder.name)
+        removed.append(_name(folder))
         if not dry_run:
             shutil.rmtree(folder)
     return RetentionReport(kept=tuple(kept), removed=tuple(removed), dry_run=dry_run)

@@ -8,9 +8,10 @@ and a test keeps those files equal to the models.
 from __future__ import annotations
 
 import enum
+from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pagedctx.errors import FailCode
 
@@ -187,12 +188,34 @@ class SubmitV1(BaseModel):
 
 class Acceptance(BaseModel):
     """What must hold for PASS, as SWE-bench judges: tests that must now pass, tests that must keep
-    passing (ids as the JUnit report names them: `classname::name`, or a `name` alone)."""
+    passing. Each by its full node id, `path/to/test_file.py::[Class::]name` (pytest's form): the
+    file part is what the harness restores from the task's base before the run, and results match
+    the id exactly, never by a short name."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
+
+    @field_validator("fail_to_pass", "pass_to_pass")
+    @classmethod
+    def _node_ids(cls, ids: tuple[str, ...]) -> tuple[str, ...]:
+        for test_id in ids:
+            file, sep, rest = test_id.partition("::")
+            parts = PurePosixPath(file).parts
+            if (
+                not sep
+                or not rest
+                or "." not in PurePosixPath(file).name
+                or file.startswith("/")
+                or any(p in ("..", ".") for p in parts)
+                or "\\" in file
+            ):
+                raise ValueError(
+                    f"{test_id!r} is not a full node id: write `path/to/test_file.py::[Class::]test_name` "
+                    "(a relative file path inside the repository, then the test)"
+                )
+        return ids
 
     @model_validator(mode="after")
     def _some(self) -> Acceptance:
@@ -202,7 +225,13 @@ class Acceptance(BaseModel):
 
 
 class TaskContract(BaseModel):
-    """The contract a verdict is judged against: the task (E3) and its acceptance criteria."""
+    """The contract a verdict is judged against: the task (E3), its acceptance tests, and the exact
+    commands the harness runs (`evidence collect --contract` runs these and nothing else).
+
+    `results_check`: `runner_summary` (the default) cross-checks each command's JUnit counts against
+    the runner's own summary in its output (pytest, Jest, Vitest, cargo, gotestsum) and fails when
+    there is none; `junit_only` trusts the JUnit files alone, for runners whose output has no summary
+    the harness knows (weaker: code under test can write JUnit files)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -210,6 +239,7 @@ class TaskContract(BaseModel):
     acceptance: Acceptance
     test_commands: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: int = Field(default=900, gt=0)
+    results_check: Literal["runner_summary", "junit_only"] = "runner_summary"
 
 
 class VerdictChecks(BaseModel):

@@ -2,7 +2,8 @@
 
 Rules: the artifacts are present (report.md, selftest.log, patch.diff, submit.json,
 evidence/{patch.diff, pre_state.json, post_state.json}, manifest.json) and every file matches the
-manifest's sha256, with no file the manifest does not list (a tampered log or diff fails);
+manifest's sha256, with no file the manifest does not list, and the manifest's seal holds under
+the harness's key (a tampered log, diff or manifest fails);
 submit.json validates as scc.submit.v1 for this task; selftest.log names each command and ends
 with `EXIT_CODE=<int>` agreeing with submit.json; patch.diff parses as a unified diff (unidiff),
 is not empty when files changed, and touches exactly the changed and new files; every path is
@@ -20,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-from pagedctx.errors import FailCode
+from pagedctx.errors import FailCode, UsageError
+from pagedctx.evidence.collector import ANNOTATIONS, MANIFEST_FORMAT
 from pagedctx.evidence.schemas import SubmitV1
+from pagedctx.evidence.seal import load_key
 from pagedctx.evidence.task import TaskInput
 
 __all__ = ["REQUIRED", "Check", "diff_paths", "validate_evidence"]
@@ -34,6 +37,7 @@ REQUIRED = (
     "evidence/patch.diff",
     "evidence/pre_state.json",
     "evidence/post_state.json",
+    "logs/commands.json",
     "manifest.json",
 )
 _EXIT = re.compile(r"^EXIT_CODE=(-?\d+)$")
@@ -64,14 +68,43 @@ def diff_paths(text: str) -> set[str]:
 
 def _manifest(folder: Path) -> list[Check]:
     try:
-        listed = json.loads((folder / "manifest.json").read_text())
+        sealed = json.loads((folder / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         return [_fail("manifest", FailCode.EVIDENCE_MISSING, f"manifest.json unreadable: {exc}")]
+    if not isinstance(sealed, dict) or sealed.get("format") != MANIFEST_FORMAT or "seal" not in sealed:
+        return [
+            _fail("manifest", FailCode.EVIDENCE_MISSING, "manifest.json is not a sealed manifest (format v2)")
+        ]
+    body = {k: v for k, v in sealed.items() if k != "seal"}
+    try:
+        key = load_key(create=False)
+    except UsageError as exc:
+        return [_fail("manifest", FailCode.EVIDENCE_MISSING, f"the manifest's seal cannot be checked: {exc}")]
+    if body.get("key_id") != key.key_id:
+        return [
+            _fail(
+                "manifest",
+                FailCode.EVIDENCE_MISSING,
+                f"manifest.json was sealed with another evidence key "
+                f"({body.get('key_id')}, have {key.key_id})",
+            )
+        ]
+    if not isinstance(sealed["seal"], str) or not key.verify(body, sealed["seal"]):
+        return [
+            _fail(
+                "manifest",
+                FailCode.EVIDENCE_MISSING,
+                "manifest.json was changed after collection (its seal does not hold)",
+            )
+        ]
+    listed = body.get("files")
+    if not isinstance(listed, dict):
+        return [_fail("manifest", FailCode.EVIDENCE_MISSING, "manifest.json lists no files")]
     problems = []
     present = {
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        if p.is_file() and p.name != "manifest.json"
+        if p.is_file() and p.name != "manifest.json" and p.relative_to(folder).as_posix() not in ANNOTATIONS
     }
     for name in sorted(present - set(listed)):
         problems.append(f"{name} is not in the manifest")

@@ -2,9 +2,13 @@
 
 Decided from the evidence folder and the contract alone, never from a claim: the E8 checks
 (`validator`), then the acceptance tests as SWE-bench judges them: each FAIL_TO_PASS and
-PASS_TO_PASS test must be reported `passed` by the harness's JUnit results (failed, errored,
-skipped or absent: the verdict fails); a run that executed no test fails; a non-zero EXIT_CODE
-fails. The reason code is the most specific failure: scope, then missing or tampered evidence,
+PASS_TO_PASS test, by its full node id, must be reported `passed` by the harness's JUnit results
+(failed, errored, skipped or absent: the verdict fails); a run that executed no test fails; a
+non-zero EXIT_CODE fails. The harness's own record (`logs/commands.json`) must show the run was the
+contract's: exactly its `test_commands`, its test files put back from the task's base, no file
+shadowing them, and (unless the contract says `junit_only`) each command's JUnit counts agreeing
+with its runner's own summary; otherwise the evidence is not of the contract's run
+(EVIDENCE_MISSING). The reason code is the most specific failure: scope, then missing or tampered evidence,
 then schema, then timeout, then tests; the fail classes come from the checks and the classifier.
 """
 
@@ -14,9 +18,14 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from pagedctx.errors import FailCode
+from pagedctx.evidence.acceptance import guarded_paths, junit_key
 from pagedctx.evidence.classifier import classify
+from pagedctx.evidence.collector import RunRecord
 from pagedctx.evidence.schemas import FailClass, TaskContract, VerdictChecks, VerdictV1
+from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput
 from pagedctx.evidence.validator import Check, validate_evidence
 
@@ -33,27 +42,77 @@ _ORDER = (
 )
 
 
-def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[bool, list[str]]:
+def _record(folder: Path) -> RunRecord | None:
+    try:
+        return RunRecord.model_validate_json((folder / "logs" / "commands.json").read_text(encoding="utf-8"))
+    except (OSError, ValidationError):
+        return None
+
+
+def _harness_problems(contract: TaskContract, record: RunRecord) -> list[str]:
+    """Why the run is not the contract's run, as the harness recorded it (empty when it is)."""
+    problems = []
+    ran = [c.command for c in record.commands]
+    expected = [redact(c)[0] for c in contract.test_commands]
+    if ran != expected:
+        problems.append(
+            f"the commands run were not the contract's test_commands: ran {ran}, contract {expected}"
+        )
+    ids = contract.acceptance.fail_to_pass + contract.acceptance.pass_to_pass
+    for path in guarded_paths(ids):
+        state = record.restored.get(path)
+        if state not in ("restored", "unchanged", "absent", "removed"):
+            problems.append(
+                f"{path} was not put back from the task's base before the run ({state or 'not recorded'}): "
+                "collect with the contract (`pagedctx evidence collect --contract`)"
+            )
+    if record.shadowing:
+        problems.append(f"{list(record.shadowing)} would report under a contract test file's name")
+    if contract.results_check == "runner_summary":
+        for run in record.commands:
+            if run.runner is None:
+                problems.append(
+                    f"`{run.command}`: no test-runner summary in its output, so its JUnit results cannot be "
+                    "cross-checked (results_check: junit_only trusts them alone)"
+                )
+            elif (run.runner.passed, run.runner.failed) != (run.junit.passed, run.junit.failed):
+                problems.append(
+                    f"`{run.command}`: the JUnit results "
+                    f"({run.junit.passed} passed, {run.junit.failed} failed) "
+                    f"disagree with the runner's own output ({run.runner.passed} passed, "
+                    f"{run.runner.failed} failed): results written by the code under test are not trusted"
+                )
+    return problems
+
+
+def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[bool, list[str], list[str]]:
+    """(tests passed, test problems, harness problems: the evidence is not of the contract's run)."""
     if not evidence_ok:
-        return False, ["test results not trusted: the evidence failed its checks"]
+        return False, ["test results not trusted: the evidence failed its checks"], []
+    record = _record(folder)
+    if record is None:
+        return False, [], ["logs/commands.json is missing or invalid: the harness's record of the run"]
+    harness = _harness_problems(contract, record)
     try:
         results: dict[str, str] = json.loads((folder / "reports" / "results.json").read_text())
     except (OSError, json.JSONDecodeError):
-        return False, ["reports/results.json is missing: no test result to judge"]
+        return False, ["reports/results.json is missing: no test result to judge"], harness
     if not results:
-        return False, ["no test was executed (a run without tests fails)"]
-    problems = []
+        return False, ["no test was executed (a run without tests fails)"], harness
+    problems = [
+        f"`{run.command}`: the runner reported {run.runner.failed} failed"
+        for run in record.commands
+        if run.runner is not None and run.runner.failed
+    ]
     for kind, ids in (
         ("FAIL_TO_PASS", contract.acceptance.fail_to_pass),
         ("PASS_TO_PASS", contract.acceptance.pass_to_pass),
     ):
         for test_id in ids:
-            outcome = results.get(test_id) or next(
-                (v for k, v in results.items() if k.endswith(f"::{test_id}")), None
-            )
+            outcome = results.get(test_id) or results.get(junit_key(test_id))
             if outcome != "passed":
                 problems.append(f"{kind} {test_id}: {outcome or 'not run'}")
-    return not problems, problems
+    return not problems and not harness, problems, harness
 
 
 def _secrets_in_diff(folder: Path) -> bool:
@@ -76,7 +135,9 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
         else ""
     )
     exit_line = log.rstrip("\n").rsplit("\n", 1)[-1] if log else ""
-    tests_ok, problems = _tests(contract, folder, evidence_ok)
+    tests_ok, problems, harness = _tests(contract, folder, evidence_ok)
+    if harness:
+        codes.add(FailCode.EVIDENCE_MISSING)
     if exit_line != "EXIT_CODE=0":
         tests_ok = False
         problems.append(f"the commands ended with {exit_line or 'no EXIT_CODE line'}")
@@ -105,7 +166,7 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
         if (folder / "submit.json").is_file()
         else datetime.now(UTC)
     )
-    messages = [f"{c.name}: {c.message}" for c in failed] + problems
+    messages = [f"{c.name}: {c.message}" for c in failed] + harness + problems
     passed = reason is None and not messages
     names = {c.name: c.ok for c in checks}
     return VerdictV1(

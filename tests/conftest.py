@@ -30,6 +30,8 @@ def pagedctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     """Every test gets its own PAGEDCTX_HOME, so no test reads or writes the user's state."""
     home = tmp_path / "pagedctx-home"
     monkeypatch.setenv("PAGEDCTX_HOME", str(home))
+    # the evidence seal's key, outside every evidence folder (E8), never the user's own key
+    monkeypatch.setenv("PAGEDCTX_EVIDENCE_KEY_FILE", str(tmp_path / "keys" / "evidence.key"))
     for name in ("PAGEDCTX_STORE", "PAGEDCTX_PROFILE", "PAGEDCTX_TOKENIZER", "PAGEDCTX_BUDGET"):
         monkeypatch.delenv(name, raising=False)
     yield home

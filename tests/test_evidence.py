@@ -63,8 +63,8 @@ def task_for(root: Path) -> TaskInput:
 
 def contract_for(task: TaskInput, **acceptance: tuple[str, ...]) -> TaskContract:
     chosen = acceptance or {
-        "fail_to_pass": ("test_calc::test_add",),
-        "pass_to_pass": ("test_calc::test_sub",),
+        "fail_to_pass": ("test_calc.py::test_add",),
+        "pass_to_pass": ("test_calc.py::test_sub",),
     }
     return TaskContract(task_id=task.task_id, acceptance=Acceptance(**chosen), test_commands=(PYTEST,))
 
@@ -86,11 +86,12 @@ def run(
     for name, text in (extra or {}).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
+    contract = contract_for(task).model_copy(update={"test_commands": commands})
     folder = collect(
         task,
         root,
         pre=pre,
-        commands=commands,
+        contract=contract,
         artifacts_root=tmp_path / "artifacts",
         decisions=["swap the operator"],
         timeout=timeout,
@@ -137,15 +138,15 @@ def test_a_failing_required_test_fails_as_ci_failed(tmp_path: Path) -> None:
     verdict = judge(contract_for(task), folder, task)
     assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.CI_FAILED
     assert FailClass.TEST_FAILURE in verdict.fail_class and not verdict.checks.tests_passed
-    assert any("FAIL_TO_PASS test_calc::test_add: failed" in m for m in verdict.messages)
+    assert any("FAIL_TO_PASS test_calc.py::test_add: failed" in m for m in verdict.messages)
 
 
 def test_skipped_or_missing_required_tests_fail(tmp_path: Path) -> None:
     """E1 (as SWE-bench): a required test skipped or never run is not a pass."""
     task, folder = run(tmp_path)
-    skipped = judge(contract_for(task, pass_to_pass=("test_calc::test_later",)), folder, task)
+    skipped = judge(contract_for(task, pass_to_pass=("test_calc.py::test_later",)), folder, task)
     assert skipped.verdict == "FAIL" and any("test_later: skipped" in m for m in skipped.messages)
-    missing = judge(contract_for(task, fail_to_pass=("test_calc::test_mul",)), folder, task)
+    missing = judge(contract_for(task, fail_to_pass=("test_calc.py::test_mul",)), folder, task)
     assert missing.verdict == "FAIL" and any("test_mul: not run" in m for m in missing.messages)
 
 
@@ -288,10 +289,19 @@ def test_cli_from_start_to_verdict(tmp_path: Path) -> None:
         app, ["apply", str(mods), "--repo", str(root), "--pins", str(task_file), "--no-format"]
     )
     assert applied.exit_code == 0, applied.stderr
-    collected = runner.invoke(app, [*collect_args(task_file, root, art, PYTEST), "--decision", "fix add"])
+    collected = runner.invoke(
+        app,
+        [
+            *collect_args(task_file, root, art, PYTEST),
+            "--contract",
+            str(contract_file),
+            "--decision",
+            "fix add",
+        ],
+    )
     assert collected.exit_code == 0, collected.stderr
     folder = Path(collected.stdout.strip())
-    assert not (folder / ".pre_snapshot.json").exists()
+    assert not list((art / "scc_tasks" / ".starts").iterdir())  # the sealed start is gone once used
     assert (
         runner.invoke(
             app, ["evidence", "validate", "--evidence-dir", str(folder), "--task", str(task_file)]

@@ -17,7 +17,11 @@ app = typer.Typer(no_args_is_help=True, help="Collect, validate, query, classify
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 _ARTIFACTS = "Artifacts root (default: $PAGEDCTX_HOME/artifacts)."
-_PRE = ".pre_snapshot.json"
+
+
+def _pre_path(root: Path, task_id: str) -> Path:
+    """Where `start` keeps the sealed starting snapshot until `collect` (beside, not in, the evidence)."""
+    return root / "scc_tasks" / ".starts" / f"{task_id}.json"
 
 
 def _usage(message: str) -> typer.Exit:
@@ -51,17 +55,25 @@ def start(
     repo: Path = typer.Option(..., "--repo", help="The repository the agent will change."),
     artifacts: Path | None = typer.Option(None, "--artifacts", help=_ARTIFACTS),
 ) -> None:
-    """Record the repository's state before the agent works (for the diff and pre_state.json)."""
+    """Record the repository's state before the agent works (the base of the diff and of the tests)."""
+    from pagedctx.errors import UsageError
     from pagedctx.evidence.collector import evidence_dir, snapshot
+    from pagedctx.evidence.seal import load_key
     from pagedctx.evidence.task import TaskInput
+    from pagedctx.evidence.tree import save_snapshot
 
     chosen = _load(TaskInput, task, "task input")
     if not repo.is_dir():
         raise _usage(f"--repo {repo} is not a directory")
-    folder = evidence_dir(_root(artifacts), chosen.task_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / _PRE).write_text(snapshot(repo).model_dump_json())
-    typer.echo(str(folder))
+    try:
+        key = load_key(create=True)
+    except UsageError as exc:
+        raise _usage(str(exc)) from exc
+    root = _root(artifacts)
+    pre_path = _pre_path(root, chosen.task_id)
+    pre_path.parent.mkdir(parents=True, exist_ok=True)
+    save_snapshot(pre_path, snapshot(repo), key)
+    typer.echo(str(evidence_dir(root, chosen.task_id)))
 
 
 @app.command("collect")
@@ -69,31 +81,51 @@ def collect(
     *,
     task: Path = typer.Option(..., "--task", help="The task input (E3)."),
     repo: Path = typer.Option(..., "--repo", help="The repository the agent changed."),
+    contract: Path | None = typer.Option(
+        None, "--contract", help="The task contract: its test_commands run, its test files restored."
+    ),
     command: list[str] = typer.Option(
-        ..., "--command", help="A test command (repeat); JUnit to $PAGEDCTX_REPORTS."
+        [], "--command", help="A test command (repeat; without --contract). JUnit to $PAGEDCTX_REPORTS."
     ),
     decision: list[str] = typer.Option([], "--decision", help="A key decision for report.md (repeat)."),
     artifacts: Path | None = typer.Option(None, "--artifacts", help=_ARTIFACTS),
-    timeout: float = typer.Option(900.0, "--timeout", help="Seconds per command."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds per command (default: the contract's, else 900)."
+    ),
 ) -> None:
-    """Run the commands and write the task's evidence folder (after `evidence start`)."""
-    from pagedctx.evidence.collector import RepoState, evidence_dir, write_manifest
+    """Run the contract's commands and write the task's evidence folder (after `evidence start`)."""
+    from pagedctx.errors import UsageError
     from pagedctx.evidence.collector import collect as run_collect
+    from pagedctx.evidence.schemas import TaskContract
+    from pagedctx.evidence.seal import load_key
     from pagedctx.evidence.task import TaskInput
+    from pagedctx.evidence.tree import load_snapshot
 
     chosen = _load(TaskInput, task, "task input")
+    terms = _load(TaskContract, contract, "contract") if contract else None
+    if terms is None and not command:
+        raise _usage("nothing to run: pass --contract (its test_commands run) or --command")
     root = _root(artifacts)
-    pre_path = evidence_dir(root, chosen.task_id) / _PRE
+    pre_path = _pre_path(root, chosen.task_id)
     if not pre_path.is_file():
         raise _usage(
             f"no recorded starting state for task {chosen.task_id}: run `pagedctx evidence start` first"
         )
-    pre = RepoState.model_validate_json(pre_path.read_text())
-    pre_path.unlink()  # it holds file texts: not kept as evidence
-    folder = run_collect(
-        chosen, repo, pre=pre, commands=command, artifacts_root=root, decisions=decision, timeout=timeout
-    )
-    write_manifest(folder)
+    try:
+        pre = load_snapshot(pre_path, load_key(create=False))
+        folder = run_collect(
+            chosen,
+            repo,
+            pre=pre,
+            commands=command,
+            contract=terms,
+            artifacts_root=root,
+            decisions=decision,
+            timeout=timeout,
+        )
+    except UsageError as exc:
+        raise _usage(str(exc)) from exc
+    pre_path.unlink()  # it holds file texts: not kept as evidence; kept until the collect succeeded
     typer.echo(str(folder))
 
 
