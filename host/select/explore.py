@@ -5,6 +5,10 @@ one chunk. The chunks under it are scored against the keywords with the catalog'
 indexes (the same terms as selection: identifiers split on camelCase/snake_case); the pieces whose
 score reaches `threshold` times the best score in the block are returned to be materialized as
 pages, best first; the others stay physical (P16), and their count is reported.
+
+A keyword that gives no search term (a stop word such as `add`, `new` or `use`) still finds the
+chunks under the block that define a symbol of exactly that name, at the best score: a worker that
+explores for the function `add` gets it, although `add` is never a BM25 term.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.errors import UsageError
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import Catalog, load_catalog
+from pagedctx.host.select.graph import MAX_DEFINITIONS
 from pagedctx.host.select.rank import lexical_scores
-from pagedctx.host.select.terms import terms
+from pagedctx.host.select.terms import identifiers, terms
 
 __all__ = ["DEFAULT_THRESHOLD", "ExploreHit", "ExploreResult", "explore_code"]
 
@@ -62,6 +67,22 @@ def _rows_under(index: Index, catalog: Catalog, handle: str) -> list[int]:
     return sorted(r for p in paths for r in catalog.rows_in_file(p).tolist())
 
 
+def _named_rows(catalog: Catalog, words: Sequence[str], rows: Sequence[int]) -> set[int]:
+    """The rows among `rows` defining a symbol spelled by a keyword that gives no search term."""
+    inside = set(rows)
+    found: set[int] = set()
+    for word in dict.fromkeys(w for keyword in words for w in identifiers(keyword)):
+        if terms(word):
+            continue  # searched by BM25 already
+        symbol = catalog.symbol(word)
+        if symbol is None:
+            continue
+        defining = catalog.defining(symbol)
+        if 0 < len(defining) <= MAX_DEFINITIONS:
+            found.update(r for r in defining.tolist() if r in inside)
+    return found
+
+
 def explore_code(
     index: Index,
     handle: str,
@@ -79,12 +100,15 @@ def explore_code(
     catalog, _ = load_catalog(index)
     rows = _rows_under(index, catalog, handle)
     query = terms(" ".join(words))
+    named = _named_rows(catalog, words, rows) if rows else set()
     hits: list[ExploreHit] = []
-    if rows and query:
+    if rows and (query or named):
         scores = lexical_scores(catalog, query)
         scoped = np.array(rows, dtype=np.int64)
         local = scores[scoped]
-        best = float(local.max()) if len(local) else 0.0
+        best = max(float(local.max()) if len(local) else 0.0, 1.0 if named else 0.0)
+        if named:
+            local[[i for i, row in enumerate(rows) if row in named]] = best
         if best > 0:
             keep = np.flatnonzero(local >= threshold * best)
             order = keep[np.lexsort((scoped[keep], -np.round(local[keep], 9)))][:limit]

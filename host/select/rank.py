@@ -12,6 +12,11 @@ score = lexical + MENTION * named + FILE * file prior + GRAPH * personalized Pag
 
 All terms are in [0, 1] before weighting; the weights were set on the localization benchmark
 (bench/localization) and are fixed, so a ranking is a pure function of the catalog and the intent.
+
+An intent whose words are all stop words (`fix the add function`) has no lexical term; it is ranked
+by the names it spells (a chunk named `add`) and the graph around them. When it has neither a
+term nor a name (`the`, `??`, an emoji) there is nothing to rank by: `rank` raises a UsageError
+saying so, rather than returning an arbitrary selection.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pagedctx.errors import UsageError
 from pagedctx.host.select.catalog import Catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
-from pagedctx.host.select.terms import identifiers, split_identifier, terms
+from pagedctx.host.select.terms import identifiers, split_identifier, terms, unsearchable
 
 __all__ = ["Ranking", "rank"]
 
@@ -88,8 +94,13 @@ def _mentions(catalog: Catalog, intent: str) -> dict[int, float]:
 
 
 def lexical_scores(catalog: Catalog, query: list[str]) -> FloatArray:
-    """BM25 over chunk heads plus `BODY` times BM25 over body identifiers, for every row (unnormalised)."""
+    """BM25 over chunk heads plus `BODY` times BM25 over body identifiers, for every row (unnormalised).
+
+    An empty query (every word a stop word) scores every row 0; bm25s cannot score it.
+    """
     n = len(catalog)
+    if not query:
+        return np.zeros(n)
     head = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[:n]
     body = np.asarray(catalog.body.get_scores(query), dtype=np.float64)[:n]
     return head + BODY * body
@@ -112,8 +123,14 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
         empty = np.zeros(0)
         return Ranking(empty, empty, frozenset())
     allowed = scope_mask(catalog, scope)
-    lexical = _normalised(lexical_scores(catalog, terms(intent)) * (1 if allowed is None else allowed))
+    query = terms(intent)
+    lexical = _normalised(lexical_scores(catalog, query) * (1 if allowed is None else allowed))
     named = {r: w for r, w in _mentions(catalog, intent).items() if allowed is None or allowed[r]}
+    if not query and not named:
+        raise UsageError(
+            f"{unsearchable(intent, 'the intent')}, and it names no function, class or file of the "
+            "index; say which one the change is about, or describe it in content words"
+        )
     mention = np.zeros(n)
     for row, weight in named.items():
         mention[row] = weight

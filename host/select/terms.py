@@ -13,7 +13,15 @@ import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
-__all__ = ["STOPWORDS", "identifiers", "split_identifier", "stem", "terms", "word_terms"]
+__all__ = [
+    "STOPWORDS",
+    "identifiers",
+    "split_identifier",
+    "stem",
+    "terms",
+    "unsearchable",
+    "word_terms",
+]
 
 _WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*|[0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -75,3 +83,20 @@ def terms(text: str | Iterable[str], *, whole: bool = True) -> list[str]:
     for word in words:
         out.extend(word_terms(word, whole))
     return out
+
+
+def unsearchable(text: str, what: str) -> str:
+    """Why `text` (an intent, Explore keywords) gives no retrieval term, said for the person who wrote it.
+
+    Stop words (`the`, `add`, `fix`), numbers, single letters, punctuation and symbols are not
+    searched; `what` names the text in the message ("the intent", "the keywords").
+    """
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    words = list(dict.fromkeys(identifiers(text)))
+    if not words:
+        return f"{what} {shown!r} has no searchable word (only punctuation, spaces or symbols)"
+    listed = ", ".join(repr(w) for w in words[:8]) + (", ..." if len(words) > 8 else "")
+    kind = "is a stop word, a number or a single letter"
+    if len(words) > 1:
+        kind = "are stop words, numbers or single letters"
+    return f"{what} {shown!r} has no searchable word: {listed} {kind}"

@@ -13,7 +13,9 @@ round leaves the persisted state byte-identical.
 - Explore(handle, keywords): BM25 inside the block (P16, the provider's `search`); pieces under the
   relevance threshold stay physical; the hits become draft pages shown in Detail: under the block's
   page when the session shows one (it is unpacked to show them), else as new Linear_Flow roots.
-  Pieces already materialized in the session are not materialized twice.
+  Pieces already materialized in the session are not materialized twice. Keywords that hold no
+  searchable word (all stop words, numbers or punctuation) and find nothing by name are a fault
+  (USAGE_ERROR) that says so: the worker learns to use content words, not that the block is empty.
 - Shelve(id): Unpacked -> Detail -> Summary, with the cascading fold.
 """
 
@@ -24,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
-from pagedctx.errors import PagedctxError
+from pagedctx.errors import PagedctxError, UsageError
+from pagedctx.host.select.terms import terms, unsearchable
 from pagedctx.host.session.blocks import BlockProvider, Piece, materialize
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.pages.moves import add_pages, consult, shelve
@@ -145,6 +148,12 @@ class _Round:
 
     def explore(self, action: Explore) -> str:
         result = self.blocks.search(action.handle, list(action.keywords), self.threshold)
+        if not result.hits and not terms(" ".join(action.keywords)):
+            words = ", ".join(action.keywords)
+            raise UsageError(
+                f"{unsearchable(words, 'the keywords')}, and none names a piece of {action.handle}; "
+                "explore with names or content words"
+            )
         hits = [h for h in result.hits[: self.max_hits] if h.handle not in self._by_handle]
         if not hits:
             return f" (no new piece above the threshold; {result.physical} stay physical)"
