@@ -29,8 +29,9 @@ __all__ = [
 # `schema.<section>.<jsonschema keyword>` (an envelope against a module's schema.json) and
 # `manifest.<pydantic error type>` (a manifest that does not parse into ModuleManifest).
 RULES: Mapping[str, str] = {
-    "json.parse": "the text is not one JSON value (NaN and Infinity are not JSON)",
+    "json.parse": "the text is not one JSON value (NaN, Infinity and out-of-range numbers are not JSON)",
     "json.duplicate_key": "a JSON object repeats a key",
+    "json.lone_surrogate": "a key or string holds a lone surrogate (not Unicode text)",
     "envelope.type": "the envelope is not a JSON object",
     "envelope.ok.required": "`ok` is missing",
     "envelope.ok.type": "`ok` is not true or false",

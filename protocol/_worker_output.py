@@ -5,9 +5,10 @@ Private: import from `pagedctx.protocol.instructions`.
 
 from __future__ import annotations
 
-import json
-import math
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
 
 from pagedctx.errors import BusFault
 from pagedctx.protocol._instruction_rules import (
@@ -30,6 +31,7 @@ from pagedctx.protocol._instruction_rules import (
     _split_keywords,
 )
 from pagedctx.protocol._instruction_syntax import parse_instructions
+from pagedctx.protocol._strict_json import JsonIssue, JsonSyntax, load_json
 
 # ---------------------------------------------------------------------------------------------------
 # JSON forms
@@ -83,7 +85,8 @@ def _instruction_from_object(item: dict[str, Any], path: str) -> Consult | Explo
     if name != "Explore":
         page_id = _json_string(item, "id", path)
         _json_check(_id_problem(page_id), f"{path}.id")
-        return Consult(reason=reason, id=page_id) if name == "Consult" else Shelve(reason=reason, id=page_id)
+        model = Consult if name == "Consult" else Shelve
+        return _built(item, path, lambda: model(reason=reason, id=page_id))
     handle = _json_string(item, "handle", path)
     _json_check(_handle_problem(handle), f"{path}.handle")
     if "keywords" not in item:
@@ -91,6 +94,8 @@ def _instruction_from_object(item: dict[str, Any], path: str) -> Consult | Explo
     raw = item["keywords"]
     if isinstance(raw, str):
         keywords = _split_keywords(raw)
+        for keyword in keywords:  # each part of "a, b" follows the rules of a keyword
+            _json_check(_keyword_problem(keyword), f"{path}.keywords")
     elif isinstance(raw, list):
         for index, keyword in enumerate(raw):
             if not isinstance(keyword, str):
@@ -102,7 +107,23 @@ def _instruction_from_object(item: dict[str, Any], path: str) -> Consult | Explo
             f"{path}.keywords", "a list of strings or a comma-separated string", _type_name(raw)
         )
     _json_check(_keyword_count_problem(len(keywords)), f"{path}.keywords")
-    return Explore(reason=reason, handle=handle, keywords=tuple(keywords))
+    return _built(item, path, lambda: Explore(reason=reason, handle=handle, keywords=tuple(keywords)))
+
+
+def _built(
+    item: dict[str, Any], path: str, build: Callable[[], Consult | Explore | Shelve]
+) -> Consult | Explore | Shelve:
+    """The instruction, or a BusFault quoting it: a rule the checks above missed is still a fault."""
+    try:
+        return build()
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _json_fault(
+            path,
+            f"a valid {item.get('action')} instruction ({where}: {first['msg']})",
+            _short_repr(repr(item)),
+        ) from None
 
 
 def _instruction_from_string(item: str, path: str) -> Consult | Explore | Shelve:
@@ -137,25 +158,28 @@ def instructions_from_json(obj: object, *, where: str = "$") -> list[Instruction
     return result
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {literal[:20]} is out of range")
-    return value
+def _issue_fault(issue: JsonIssue) -> BusFault:
+    if issue.rule == "json.duplicate_key":
+        return _json_fault(
+            issue.path,
+            "each key once in an object (a repeated key is ambiguous)",
+            f"{_short_repr(issue.value)} twice",
+        )
+    return _json_fault(issue.path, "valid Unicode text (no lone surrogates)", _short_repr(issue.value))
 
 
 def _load_envelope(text: str) -> object:
-    """json.loads, with every failure (syntax, NaN, huge numbers, deep nesting) as a BusFault."""
+    """The envelope's JSON value, read by the strict reader envelopes share; every failure (syntax,
+    NaN, huge numbers, deep nesting, a repeated key, a lone surrogate) as a BusFault."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except json.JSONDecodeError as error:
-        raise _fault_at(text, error.pos, f"valid JSON ({error.msg})") from None
-    except (ValueError, RecursionError) as error:
-        raise _json_fault("$", "a JSON envelope", _short_repr(str(error) or type(error).__name__)) from None
+        loaded = load_json(text)
+    except JsonSyntax as error:
+        if error.offset is not None:
+            raise _fault_at(text, error.offset, f"valid JSON ({error.reason})") from None
+        raise _json_fault("$", "a JSON envelope", _short_repr(error.reason)) from None
+    if loaded.issues:
+        raise _issue_fault(loaded.issues[0])
+    return loaded.value
 
 
 def parse_worker_output(text: str) -> WorkerOutput:

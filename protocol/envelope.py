@@ -25,7 +25,6 @@ spec's default when the source is missing. `explicit` is never checked.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -42,6 +41,7 @@ from pagedctx.protocol._envelope_checks import (
     source_risks,
 )
 from pagedctx.protocol._module_schema import schema_violations
+from pagedctx.protocol._strict_json import JsonSyntax, load_json
 from pagedctx.protocol._violations import RULES, Violation, short_repr, violation_at
 from pagedctx.protocol.manifest import ModuleManifest, RiskRule, Tier
 
@@ -236,30 +236,24 @@ def check_envelope(
 def parse_envelope_json(text: str) -> tuple[object, list[Violation]]:
     """Parse one JSON envelope. Returns (value, violations); value is None when the text is not JSON.
 
-    Strict JSON: NaN and Infinity are refused; a repeated key is a violation (the last value is
-    kept, so the rest of the envelope can still be checked).
+    Strict JSON, read by the same reader as worker output (`pagedctx.protocol._strict_json`): NaN,
+    Infinity and out-of-range numbers are `json.parse`; a repeated key is `json.duplicate_key` and
+    a lone surrogate (raw or a `\\ud800` escape) `json.lone_surrogate`, each at its JSON path. With
+    those two the value is still returned (a repeated key keeps its last value), so the rest of the
+    envelope can be checked.
     """
-    duplicates: list[Violation] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in items:
-            if key in result:
-                duplicates.append(
-                    violation_at("$", "json.duplicate_key", f"a JSON object repeats the key {key!r}")
-                )
-            result[key] = value
-        return result
-
-    def constant(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-
     try:
-        value = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
-    except json.JSONDecodeError as exc:
-        return None, [
-            violation_at("$", "json.parse", f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
-        ]
-    except (ValueError, RecursionError) as exc:
-        return None, [violation_at("$", "json.parse", f"not JSON: {exc}")]
-    return value, duplicates
+        loaded = load_json(text)
+    except JsonSyntax as error:
+        return None, [violation_at("$", "json.parse", f"not JSON: {error.message}")]
+    found = [
+        violation_at(issue.path, issue.rule, f"a JSON object repeats the key {short_repr(issue.value)}")
+        if issue.rule == "json.duplicate_key"
+        else violation_at(
+            issue.path,
+            issue.rule,
+            f"{short_repr(issue.value)} holds a lone surrogate, which is not Unicode text",
+        )
+        for issue in loaded.issues
+    ]
+    return loaded.value, found

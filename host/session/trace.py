@@ -9,6 +9,11 @@ removed (`snapshots` rebuilds each round's full list), so a round's event and it
 the round changed, not the size of the session. Lines are written whole and flushed to disk: a
 crash loses at most the round in progress, never an earlier one. Reading checks the version and
 names the line of any bad event.
+
+Text the trace records is recorded as it was, even when it is not valid Unicode: a lone surrogate
+(an `--intent` with bytes that are not UTF-8 before the CLI cleaned it, a worker's raw output that
+the parser refused) is written as its JSON escape (`\\udcff`), which reads back to the same
+string. Writing a round never fails on its text.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from pagedctx.errors import UsageError
 from pagedctx.pages import Page, SessionState, View
@@ -34,6 +40,7 @@ __all__ = [
     "RoundEvent",
     "TraceRecorder",
     "TraceWriter",
+    "event_line",
     "page_line",
     "page_lines",
     "read_trace",
@@ -104,7 +111,7 @@ def _entry(*parts: str) -> int:
 
 
 def _page_entry(page_id: str, page: Page) -> int:
-    return _entry("page", page_id, page.model_dump_json())
+    return _entry("page", page_id, _json(page))
 
 
 def _view_entry(page_id: str, view: View) -> int:
@@ -238,6 +245,25 @@ def snapshots(events: Iterable[RoundEvent]) -> Iterator[tuple[RoundEvent, list[P
         yield event, list(pages.values())
 
 
+def _json(model: BaseModel) -> str:
+    """`model` as compact JSON; a lone surrogate in its text becomes its `\\uXXXX` escape.
+
+    JSON escapes only occur inside strings and a backslash of the text is itself escaped (`\\\\`),
+    so the `backslashreplace` form of a surrogate is exactly its JSON escape: lossless, and plain
+    ASCII where the text was not valid Unicode. Valid text takes pydantic's own path unchanged.
+    """
+    try:
+        return model.model_dump_json()
+    except PydanticSerializationError:
+        text = json.dumps(model.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def event_line(event: RoundEvent) -> str:
+    """The JSON line of an event, whatever its text holds (see the module docstring)."""
+    return _json(event)
+
+
 class TraceWriter:
     """Appends round events to a JSONL file, one whole line per event, flushed and synced."""
 
@@ -246,7 +272,7 @@ class TraceWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, event: RoundEvent) -> None:
-        line = event.model_dump_json() + "\n"
+        line = event_line(event) + "\n"
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
