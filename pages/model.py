@@ -2,6 +2,13 @@
 
 Pure data: no I/O, no clock. Timestamps are given by the caller. Pages are immutable once made;
 what changes during a session (the view each page is shown in) lives in `pagedctx.pages.state`.
+
+Sizes are bounded here, once for every producer (providers, consolidation, memory, models): a
+keyword is at most `MAX_KEYWORD_LENGTH` characters (`clean_keyword` cuts longer ones; a page
+refuses them) and a page has at most `MAX_PAGE_KEYWORDS`; a summary is at most `MAX_SUMMARY_CHARS`
+characters (`Summary` cuts a longer one at a word and marks the cut with `SUMMARY_CUT`). The
+content of an Original page is never cut (P1: no uncontrolled deletion): a 1 MB turn keeps its
+1 MB of content, and its summary and keywords stay small enough to show beside the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +21,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 __all__ = [
+    "MAX_KEYWORD_LENGTH",
+    "MAX_PAGE_KEYWORDS",
+    "MAX_SUMMARY_CHARS",
+    "SUMMARY_CUT",
     "Activation",
     "ConsolidatedPage",
     "Keyword",
@@ -23,7 +34,9 @@ __all__ = [
     "PBlockKind",
     "Page",
     "PageType",
+    "Summary",
     "View",
+    "bound_summary",
     "clean_keyword",
     "is_handle",
     "page_adapter",
@@ -34,6 +47,10 @@ HANDLE_PATTERN = r"^pb:[0-9a-f]{4,64}$"
 _HANDLE_RE = re.compile(HANDLE_PATTERN)
 # Characters XML 1.0 cannot carry in an attribute; keywords travel in one (P6: comma-separated).
 _KEYWORD_FORBIDDEN = re.compile(r"[,\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+MAX_KEYWORD_LENGTH = 64  # characters: a name, not a paste
+MAX_PAGE_KEYWORDS = 16
+MAX_SUMMARY_CHARS = 2000  # about 500 tokens: a summary is shown beside many others (P4, P12)
+SUMMARY_CUT = "…"
 
 
 class PageType(enum.StrEnum):
@@ -76,8 +93,10 @@ class PBlockKind(enum.StrEnum):
 
 
 def clean_keyword(text: str) -> str:
-    """`text` made a valid keyword: forbidden characters as spaces, trimmed ('' if nothing is left)."""
-    return _KEYWORD_FORBIDDEN.sub(" ", text).strip()
+    """`text` made a valid keyword: forbidden characters as spaces, trimmed, cut to
+    `MAX_KEYWORD_LENGTH` characters ('' if nothing is left)."""
+    cleaned = _KEYWORD_FORBIDDEN.sub(" ", text).strip()
+    return cleaned[:MAX_KEYWORD_LENGTH].rstrip() if len(cleaned) > MAX_KEYWORD_LENGTH else cleaned
 
 
 def _check_keyword(value: str) -> str:
@@ -88,7 +107,23 @@ def _check_keyword(value: str) -> str:
     return value
 
 
+def bound_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """`text` when it has at most `limit` characters, else its start cut at a word and `SUMMARY_CUT`.
+
+    The result has at most `limit` characters, so bounding twice changes nothing.
+    """
+    if len(text) <= limit:
+        return text
+    room = limit - len(SUMMARY_CUT)
+    head = text[:room]
+    space = head.rfind(" ")
+    if space > room // 2:
+        head = head[:space]
+    return head.rstrip() + SUMMARY_CUT
+
+
 Keyword = Annotated[str, AfterValidator(_check_keyword)]
+Summary = Annotated[str, AfterValidator(bound_summary)]
 PageId = Annotated[str, Field(pattern=PAGE_ID_PATTERN)]
 Handle = Annotated[str, Field(pattern=HANDLE_PATTERN)]
 
@@ -126,7 +161,10 @@ class _PageBase(BaseModel):
     depth: int = Field(ge=0)
     timestamp: datetime
     keywords: tuple[Keyword, ...] = ()
-    summary: str = Field(description="entropy-compressed: keeps identifiers, variables, causal chain")
+    summary: Summary = Field(
+        description="entropy-compressed: keeps identifiers, variables, causal chain; at most "
+        f"{MAX_SUMMARY_CHARS} characters"
+    )
     topic_id: str | None = None
     draft: bool = Field(default=False, description="speculatively materialized, solid only if zoomed (P11)")
     pblock: Handle | None = Field(default=None, description="handle of the PBlock this page maps")
@@ -136,6 +174,14 @@ class _PageBase(BaseModel):
     def _unique_keywords(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
             raise ValueError(f"keywords must be unique, got {list(value)}")
+        if len(value) > MAX_PAGE_KEYWORDS:
+            raise ValueError(f"a page has at most {MAX_PAGE_KEYWORDS} keywords, got {len(value)}")
+        for keyword in value:
+            if len(keyword) > MAX_KEYWORD_LENGTH:
+                raise ValueError(
+                    f"keyword {keyword[:20]!r}... has {len(keyword)} characters, more than "
+                    f"{MAX_KEYWORD_LENGTH}; clean_keyword cuts it"
+                )
         return value
 
 

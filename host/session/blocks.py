@@ -15,7 +15,10 @@ exact token size and the handles of the pieces below it.
   `ProviderSet` routes a handle to the provider that owns it when a session holds several.
 
 Sizes: an atomic piece's `tokens` is the exact count of its content; a structured piece's is the
-sum over its children (its own content is empty), as code blocks sum their files.
+sum over its children (its own content is empty), as code blocks sum their files. Summaries and
+keywords are bounded by the page model (`pagedctx.pages.model`: a keyword at most 64 characters,
+a summary at most 2,000, cut with `…`); an "identifier" longer than `MAX_NAME_CHARS` (a pasted
+blob, a base64 run) is not a name anybody refers to, so summaries do not list it.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
 from pagedctx.host.select.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, PBlock, PBlockKind, short_hash
-from pagedctx.pages.model import Handle, Keyword, clean_keyword
+from pagedctx.pages.model import MAX_PAGE_KEYWORDS, Handle, Keyword, Summary, clean_keyword
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_THRESHOLD",
     "LEAD_CHARS",
     "MAX_KEYWORDS",
+    "MAX_NAME_CHARS",
     "BlockProvider",
     "Piece",
     "PieceProvider",
@@ -63,6 +67,7 @@ __all__ = [
 ]
 
 MAX_KEYWORDS = 5
+MAX_NAME_CHARS = 128
 LEAD_CHARS = 160
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s|$)")
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
@@ -81,7 +86,7 @@ class Piece(BaseModel):
     kind: PBlockKind
     structured: bool
     title: str
-    summary: str = Field(description="entropy-compressed: lead sentence, identifiers kept (P1)")
+    summary: Summary = Field(description="entropy-compressed: lead sentence, identifiers kept (P1)")
     content: str = Field(default="", description="verbatim text; empty for structured pieces")
     keywords: tuple[Keyword, ...] = ()
     timestamp: AwareDatetime
@@ -230,7 +235,7 @@ def code_identifiers(text: str) -> list[str]:
     for match in _CODE_WORD.finditer(text):
         quoted = match.group(1)
         word = (quoted if quoted is not None else match.group(0)).strip().rstrip(".")
-        if not word or (quoted is None and not _is_code_word(word)):
+        if not word or len(word) > MAX_NAME_CHARS or (quoted is None and not _is_code_word(word)):
             continue
         if any(len(part) < 2 for part in re.split(r"\.|::", word.removesuffix("()"))):
             continue  # e.g., i.e.: abbreviations, not names
@@ -247,7 +252,9 @@ def summarize(prefix: str, text: str, *, max_ids: int = 8) -> str:
 
 
 def to_keywords(words: Iterable[str], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
-    """Valid page keywords from candidates: trimmed, without commas or control chars, unique, capped."""
+    """Valid page keywords from candidates: trimmed, without commas or control chars, at most 64
+    characters each (`clean_keyword`), unique, at most `limit` (and never more than a page holds)."""
+    limit = min(limit, MAX_PAGE_KEYWORDS)
     out: dict[str, None] = {}
     for word in words:
         clean = clean_keyword(word)
@@ -271,7 +278,7 @@ def salient_keywords(text: str, limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
     offset = len(first)
     for position, word in enumerate(identifiers(text), start=offset):
         key = word.lower()
-        if len(word) < 4 or key in STOPWORDS or word.isdigit():
+        if len(word) < 4 or len(word) > MAX_NAME_CHARS or key in STOPWORDS or word.isdigit():
             continue
         spelled.setdefault(key, word)
         first.setdefault(key, position)
