@@ -13,8 +13,9 @@ ref and view (C2). Refs resolve as follows:
 Views (C3): exist (`path:start-end`), definition (kind, unit, the chunk's body), api (a function's
 skeleton; a container's head and its members' skeletons, in source order), impl (the body), asm
 (labels with their place and section; the instruction lines as `path:line: text`), summary
-(key: value pairs), callchain (the shortest path through the reference graph, ties broken by unit
-number, every hop after the first with its call site).
+(key: value pairs), callchain (the shortest path through the reference graph of
+`host/pces/callgraph.py`, calls first, then any reference; ties broken by unit number, every hop
+after the first with its call site).
 
 Integrity (C5): evidence whose content an earlier block already gave (the same unit and view, a
 definition or implementation inside one already given, or the same content) refers back to it
@@ -37,6 +38,7 @@ from pagedctx.host.code.chunk import Chunk, ChunkKind, chunk_id
 from pagedctx.host.code.chunker import Tag, tags
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.model import FileMeta, IndexMeta
+from pagedctx.host.pces.callgraph import CallGraph
 from pagedctx.host.store import keys
 from pagedctx.protocol.pces import (
     Content,
@@ -165,6 +167,7 @@ class _Engine:
         self._asm: list[Chunk] | None = None
         self._scripts: list[Chunk] | None = None
         self._base: str | None = None
+        self.graph = CallGraph(self, MAX_DEFINITIONS_FOLLOWED)
         self.given_keys: dict[Key, int] = {}
         self.given_spans: list[tuple[Span, int]] = []
 
@@ -253,19 +256,29 @@ class _Engine:
             self._asm = found
         return self._asm
 
+    def paths(self) -> list[str]:
+        return self.index.paths()
+
+    def source(self, path: str) -> tuple[str, bytes | None] | None:
+        """(language, the file's bytes read from disk, or None when they changed since indexing),
+        None for a file that is not indexed."""
+        meta = self.index.file(path)
+        if meta is None:
+            return None
+        base = self._index_base()
+        if base is None:
+            return meta.language, None
+        try:
+            data = (Path(base) / path).read_bytes()
+        except OSError:
+            return meta.language, None
+        return meta.language, data if hashlib.sha256(data).hexdigest() == meta.sha256 else None
+
     def file_tags(self, path: str) -> tuple[Tag, ...] | None:
         """The tags of an indexed file read from disk, or None when it changed since indexing."""
         if path not in self._tags:
-            self._tags[path] = None
-            meta = self.index.file(path)
-            base = self._index_base()
-            if meta is not None and base is not None:
-                try:
-                    data = (Path(base) / path).read_bytes()
-                except OSError:
-                    data = b""
-                if hashlib.sha256(data).hexdigest() == meta.sha256:
-                    self._tags[path] = tags(path, data, meta.language)
+            found = self.source(path)
+            self._tags[path] = tags(path, found[1], found[0]) if found and found[1] is not None else None
         return self._tags[path]
 
     def _index_base(self) -> str | None:
@@ -430,7 +443,8 @@ class _Engine:
             reason = (
                 f"no call path from {unit_id(self.unit(start))} {start.id} to "
                 f"{unit_id(self.unit(goal))} {goal.id} in the reference graph within {MAX_HOPS} hops "
-                f"(names defined in more than {MAX_DEFINITIONS_FOLLOWED} places are not followed)"
+                f"(a name left with more than {MAX_DEFINITIONS_FOLLOWED} candidate definitions after "
+                "resolution is not followed)"
             )
             return _Result(source, missing_content(reason), (("callchain", start.id, goal.id),))
         path = [call_hop(self.unit(start), _hop_symbol(start, start.qualname))]
@@ -440,30 +454,15 @@ class _Engine:
             )
         return _Result(source, callchain_content(path), (("callchain", *path),))
 
-    def edges(self, chunk: Chunk) -> list[tuple[int, str, Chunk]]:
-        """(unit, symbol, callee) for each chunk defining a symbol `chunk` references, by unit.
-
-        A container's edges leave out the symbols its members reference (its body holds theirs).
-        """
-        own = set(chunk.symbols_defined)
-        if chunk.kind in _CONTAINERS:  # a member's calls are the member's edges, not its container's
-            for member in self.members(chunk):
-                if chunk.start_byte <= member.start_byte and member.end_byte <= chunk.end_byte:
-                    own.update(member.symbols_referenced)
-        best: dict[str, tuple[int, str, Chunk]] = {}
-        for symbol in sorted(set(chunk.symbols_referenced) - own):
-            callees = self.defining(symbol)
-            if len(callees) > MAX_DEFINITIONS_FOLLOWED:
-                continue  # `get`, `run`, `__init__`: a name defined everywhere is not a call edge
-            for callee in callees:
-                if callee.id != chunk.id and callee.id not in best:
-                    best[callee.id] = (self.unit(callee), symbol, callee)
-        return sorted(best.values(), key=lambda edge: (edge[0], edge[2].id))
-
     def shortest_path(self, start: Chunk, goal: Chunk) -> list[tuple[Chunk, str, Chunk]] | None:
-        """BFS over the reference graph; neighbours in unit order, so the first path found wins ties."""
+        """A shortest path through calls, else through any reference (a callback, a type)."""
         if start.id == goal.id:
             return []
+        found = self.search(start, goal, calls_only=True)
+        return found if found is not None else self.search(start, goal, calls_only=False)
+
+    def search(self, start: Chunk, goal: Chunk, *, calls_only: bool) -> list[tuple[Chunk, str, Chunk]] | None:
+        """BFS over the reference graph; neighbours in unit order, so the first path found wins ties."""
         previous: dict[str, tuple[Chunk, str, Chunk]] = {}
         queue: deque[tuple[Chunk, int]] = deque([(start, 0)])
         seen = {start.id}
@@ -471,7 +470,7 @@ class _Engine:
             chunk, depth = queue.popleft()
             if depth >= MAX_HOPS:
                 continue
-            for _, symbol, callee in self.edges(chunk):
+            for _, symbol, callee in self.graph.edges(chunk, calls_only=calls_only):
                 if callee.id in seen:
                     continue
                 seen.add(callee.id)
