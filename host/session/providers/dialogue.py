@@ -5,11 +5,11 @@ A dialogue file is JSONL, one turn per line:
     {"id": "t1", "speaker": "user", "text": "Why is 0 refused?", "timestamp": "2025-03-01T09:30:00Z"}
 
 All four fields are required strings and no other key is accepted; `id` and `speaker` are
-non-empty and ids are unique within the file. `timestamp` is ISO-8601 *with* a time zone (`Z` or
-`+HH:MM`): a naive time is refused rather than guessed, because page order and staleness come from
-it (P7). Blank lines are skipped. Turns keep their file order; timestamps that go backwards are
-accepted and listed in `notes`. Any other deviation raises `InputFormatError` naming the file, the
-line and the fix.
+non-empty and ids are unique within the file. `timestamp` is ISO-8601, best with a time zone (`Z`
+or `+HH:MM`); a time without one is read as UTC, as everywhere in pagedctx (docs/inputs.md), so
+page order and staleness (P7) never depend on the machine's zone. Blank lines are skipped. Turns
+keep their file order; timestamps that go backwards are accepted and listed in `notes`. Any other
+deviation raises `InputFormatError` naming the file, the line and the fix.
 
 Handles: the block is `handle_for("dialogue:{path}")`, a turn `handle_for("dialogue:{path}:{id}")`
 (path as given, POSIX form), so the same file gives the same handles in every run.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +136,7 @@ class _Reader:
                 number, f"timestamp {value!r} is not ISO-8601; write it like 2025-03-01T09:30:00Z"
             ) from None
         if stamp.tzinfo is None or stamp.utcoffset() is None:
-            raise self.fail(
-                number, f"timestamp {value!r} has no time zone; add Z (UTC) or an offset like +02:00"
-            )
+            stamp = stamp.replace(tzinfo=UTC)  # a naive time is UTC (docs/inputs.md)
         return stamp
 
 

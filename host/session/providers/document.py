@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -351,8 +351,8 @@ class DocumentProvider(PieceProvider):
         """A document held in memory; `name` plays the part of the path (and picks the syntax)."""
         if section_tokens < 1:
             raise UsageError(f"section_tokens must be at least 1, not {section_tokens}")
-        if timestamp.tzinfo is None:
-            raise UsageError("a document's timestamp needs a time zone (P7 orders pages by absolute time)")
+        if timestamp.tzinfo is None or timestamp.utcoffset() is None:
+            timestamp = timestamp.replace(tzinfo=UTC)  # a naive time is UTC (docs/inputs.md)
         chosen: Syntax = syntax or syntax_for(name)
         if chosen not in ("markdown", "rst", "text"):
             raise UsageError(f"unknown document syntax {chosen!r}; use markdown, rst or text")

@@ -15,7 +15,7 @@ the file's modification time (P7). Handles: `handle_for("stream:{path}")` for th
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pagedctx.errors import UsageError
@@ -89,8 +89,8 @@ class StreamProvider(PieceProvider):
         """A stream held in memory; `name` plays the part of the path."""
         if piece_tokens < 1:
             raise UsageError(f"piece_tokens must be at least 1, not {piece_tokens}")
-        if timestamp.tzinfo is None:
-            raise UsageError("a stream's timestamp needs a time zone (P7 orders pages by absolute time)")
+        if timestamp.tzinfo is None or timestamp.utcoffset() is None:
+            timestamp = timestamp.replace(tzinfo=UTC)  # a naive time is UTC (docs/inputs.md)
         root = handle_for(f"stream:{name}")
         taken = {root}
         pieces: list[Piece] = []
