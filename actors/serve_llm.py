@@ -19,9 +19,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pagedctx.errors import BackendError, ConfigError
+from pagedctx.errors import BackendError, ConfigError, UsageError
 
-__all__ = ["ServeModel", "ServePlan", "deploy", "llm_configs", "placement_bundles", "serve_plan"]
+__all__ = [
+    "GPU_EXTRA",
+    "ServeModel",
+    "ServePlan",
+    "deploy",
+    "llm_configs",
+    "placement_bundles",
+    "require_serving",
+    "serve_plan",
+]
+
+GPU_EXTRA = "pip install 'pagedctx[gpu]'"
 
 Quantization = Literal["awq", "gptq", "fp8", "compressed-tensors"]
 
@@ -127,6 +138,29 @@ def llm_configs(plan: ServePlan) -> list[dict[str, Any]]:
     ]
 
 
+def require_serving() -> None:
+    """Raise UsageError unless vLLM and Ray Serve LLM can be imported (the `[gpu]` extra).
+
+    Looked up without importing them, vLLM first: when vLLM is missing nothing of Ray is imported,
+    let alone started.
+    """
+    for name in ("vllm", "ray.serve.llm"):
+        if not _importable(name):
+            raise UsageError(
+                f"serving models on Ray needs vLLM and Ray Serve LLM ({name} is not installed): "
+                f"{GPU_EXTRA} on a GPU machine"
+            )
+
+
+def _importable(name: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package is missing or broken
+        return False
+
+
 def deploy(plan: ServePlan) -> Any:  # pragma: no cover - needs GPUs and the [gpu] extra
     """Run the OpenAI-compatible Serve app for the plan (blocks until it is up)."""
     try:
@@ -134,7 +168,7 @@ def deploy(plan: ServePlan) -> Any:  # pragma: no cover - needs GPUs and the [gp
         from ray.serve.llm import LLMConfig, build_openai_app
     except ImportError as exc:
         raise BackendError(
-            "serving models on Ray needs vLLM and Ray Serve LLM: pip install 'pagedctx[gpu]' on a GPU machine"
+            f"serving models on Ray needs vLLM and Ray Serve LLM: {GPU_EXTRA} on a GPU machine"
         ) from exc
     configs = [LLMConfig(**config) for config in llm_configs(plan)]
     app = build_openai_app({"llm_configs": configs})

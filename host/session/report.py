@@ -1,16 +1,20 @@
 """The JSON form of a finished session (`pagedctx run --format json`, a contract others depend on).
 
-`{"policy", "budget", "tokens", "rounds", "pages": [{"id", "type", "view", "origin", "depth",
-"timestamp", "tokens", "shows": [...]}]}`. `tokens` at the top is the exact count of the rendered
-XML. Pages are those the final context renders (Linear_Flow and Background_Context roots and the
-children of Unpacked pages), in document order; a page's `tokens` counts what it shows (its
-content in Detail, its summary otherwise); `shows` lists what it shows in full: dialogue turn ids,
-chunk ids, or `path:A-B` line ranges of documents, streams and whole files. Summaries and
-containers show nothing in full.
+`{"policy", "budget", "tokens", "rounds", "answer": {"text", "cites": [...]} | null, "pages": [{"id",
+"type", "view", "origin", "depth", "timestamp", "tokens", "shows": [...]}]}` (docs/run.md).
+`tokens` at the top is the exact count of the rendered XML. `answer` is null when no round answered
+within the round cap; otherwise `text` is the answer as the worker gave it and `cites` the ids of
+the session's pages it names as whole words (`... port 9090 [feba9599]`, `page feba9599`), in
+order of first citation. Pages are those the final context renders (Linear_Flow and
+Background_Context roots and the children of Unpacked pages), in document order; a page's `tokens`
+counts what it shows (its content in Detail, its summary otherwise); `shows` lists what it shows in
+full: dialogue turn ids, chunk ids, or `path:A-B` line ranges of documents, streams and whole
+files. Summaries and containers show nothing in full.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pagedctx.host.session.blocks import BlockProvider, ProviderSet
@@ -20,7 +24,9 @@ from pagedctx.pages import OriginalPage, SessionState, View
 from pagedctx.protocol.render import timeline_key
 from pagedctx.protocol.tokens import TokenCounter
 
-__all__ = ["session_contract", "shows"]
+__all__ = ["answer_contract", "cited_pages", "session_contract", "shows"]
+
+_HEX_WORD = re.compile(r"(?<![0-9A-Za-z_:])[0-9a-f]{4,64}(?![0-9A-Za-z_])")
 
 
 def _owner(blocks: BlockProvider, handle: str) -> BlockProvider | None:
@@ -66,6 +72,19 @@ def _rendered(state: SessionState) -> list[str]:
     return order
 
 
+def cited_pages(text: str, state: SessionState) -> list[str]:
+    """The ids of `state`'s pages that `text` names as whole words (`[9a867198]`, `page 9a867198`,
+    `[a1b2c3d4, e5f6a7b8]`), in order of first citation."""
+    return list(dict.fromkeys(word for word in _HEX_WORD.findall(text) if word in state.pages))
+
+
+def answer_contract(answer: str | None, state: SessionState) -> dict[str, Any] | None:
+    """`{"text", "cites"}` of the session's answer, or None when there was none."""
+    if answer is None:
+        return None
+    return {"text": answer, "cites": cited_pages(answer, state)}
+
+
 def session_contract(
     state: SessionState,
     *,
@@ -75,6 +94,7 @@ def session_contract(
     rounds: int,
     blocks: BlockProvider,
     counter: TokenCounter,
+    answer: str | None,
 ) -> dict[str, Any]:
     """The JSON contract of a finished session."""
     pages: list[dict[str, Any]] = []
@@ -94,4 +114,11 @@ def session_contract(
                 "shows": shows(state, page_id, blocks),
             }
         )
-    return {"policy": policy, "budget": budget, "tokens": tokens, "rounds": rounds, "pages": pages}
+    return {
+        "policy": policy,
+        "budget": budget,
+        "tokens": tokens,
+        "rounds": rounds,
+        "answer": answer_contract(answer, state),
+        "pages": pages,
+    }

@@ -1,7 +1,8 @@
 """The `pagedctx` command line (typer). One module per command group, registered here.
 
 Start-up stays fast: command modules import their heavy dependencies inside the command
-functions, so `pagedctx --version` or `pagedctx xml validate` never pays for Ray or models.
+functions, so `pagedctx --version` or `pagedctx xml validate` never pays for Ray or models. Help is
+plain text (`rich_markup_mode=None`): no help string is ever read as rich markup.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help is plain text, never rich markup: `[gpu]` or `[feba9599]` would be read as a style
+    # and vanish. Output that carries data goes through pagedctx.cli.common.stderr_console().
+    rich_markup_mode=None,
 )
 app.add_typer(xml.app, name="xml")
 app.add_typer(instructions.app, name="instructions")
@@ -47,6 +51,7 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    # A flag (a bool with no --no-version): plain help shows no `<bool>` value for it.
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
     ),

@@ -2,8 +2,8 @@
 
 `pagedctx llm configs --profile single-gpu` prints the checked `LLMConfig` dicts (no GPU needed);
 `pagedctx llm deploy --profile single-gpu` runs the OpenAI-compatible Serve app (GPUs and the
-`[gpu]` extra needed). Exit 2 on a profile without `models.serve`, an invalid plan, or a missing
-extra, with the reason.
+`[gpu]` extra needed, checked before Ray starts). Exit 2 on a profile without `models.serve`, an
+invalid plan, or a missing extra, with the reason.
 """
 
 from __future__ import annotations
@@ -46,13 +46,16 @@ def configs(
 def deploy(
     profile: str = typer.Option(..., "--profile", help="single-gpu, multi-gpu or a YAML file."),
 ) -> None:
-    """Run the OpenAI-compatible Serve app on this Ray cluster (GPUs and the [gpu] extra)."""
+    """Run the OpenAI-compatible Serve app on this Ray cluster (GPUs and the [gpu] extra:
+    pip install 'pagedctx[gpu]')."""
     from pagedctx.actors.cluster import ensure_ray
     from pagedctx.actors.serve_llm import deploy as run_app
+    from pagedctx.actors.serve_llm import require_serving
     from pagedctx.errors import PagedctxError
 
     try:
         plan = _plan(profile)
+        require_serving()  # before Ray starts: a missing extra is said at once
         ensure_ray()
         run_app(plan)
     except PagedctxError as exc:

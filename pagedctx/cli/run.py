@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
+
 if TYPE_CHECKING:
     from pagedctx.host.session.loop import RoundReport
 
@@ -31,10 +33,12 @@ class RunFormat(StrEnum):
 
 
 def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None, title: str) -> None:
-    from rich.console import Console
+    """The rounds as a table on stderr, then the answer; every string is printed as it is (no markup)."""
     from rich.table import Table
 
-    console = Console(stderr=True)
+    from pagedctx.cli.common import stderr_console
+
+    console = stderr_console()
     table = Table(title=f"pagedctx run ({title}), budget {budget}")
     for column in ("round", "actions", "tokens", "pressure", "dehydrated", "added", "faults"):
         table.add_column(
@@ -51,7 +55,8 @@ def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None, ti
             "; ".join(report.faults) or "-",
         )
     console.print(table)
-    console.print(f"answer: {answer}" if answer else "no answer within the round cap")
+    # soft_wrap: the answer is one line, as the worker wrote it (citations like [feba9599] included)
+    console.print(f"answer: {answer}" if answer else "no answer within the round cap", soft_wrap=True)
 
 
 def role_specs(models: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +108,7 @@ def _clock(start: str | None) -> Any:
     except ValueError as exc:
         raise UsageError(f"--now {start!r} is not an ISO-8601 time (e.g. 2026-11-22T09:00:00Z)") from exc
     if moment.tzinfo is None:
-        raise UsageError(f"--now {start!r} needs a time zone (Z or +HH:MM)")
+        moment = moment.replace(tzinfo=UTC)  # a naive time is UTC, as in every input (docs/inputs.md)
     ticks = iter(range(1 << 62))
     return lambda: moment + timedelta(seconds=next(ticks))
 
@@ -151,35 +156,81 @@ def _on_ray(prepared: Any, parts: Any, request: Any, specs: dict[str, Any], conf
 
 def run(
     *,
-    intent: str = typer.Option(..., "--intent", help="What the session is about (the latest user input)."),
-    repo: list[Path] = typer.Option([], "--repo", help="A repository root to index and select from."),
-    dialogue: list[Path] = typer.Option([], "--dialogue", help="A dialogue JSONL file (one turn a line)."),
-    doc: list[Path] = typer.Option([], "--doc", help="A prose document (Markdown, reST, text)."),
-    budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget of the rendered context."),
-    profile: str | None = typer.Option(None, "--profile", help="Configuration profile (default: local)."),
-    store: str | None = typer.Option(
-        None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
+    intent: str = typer.Option(
+        ...,
+        "--intent",
+        metavar="TEXT",
+        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD (issue 13 item 12)
+        help="What the session is about (the latest user input).",
     ),
-    trace: Path | None = typer.Option(None, "--trace", help="Append one JSONL event per round to FILE."),
-    max_rounds: int = typer.Option(6, "--max-rounds", min=1, help="Stop after K rounds without an answer."),
+    repo: list[Path] = typer.Option(
+        [], "--repo", metavar="ROOT", help="A repository root to index and select from (repeatable)."
+    ),
+    dialogue: list[Path] = typer.Option(
+        [],
+        "--dialogue",
+        metavar="FILE",
+        help="A dialogue JSONL file, one turn a line (repeatable; format: docs/inputs.md).",
+    ),
+    doc: list[Path] = typer.Option(
+        [],
+        "--doc",
+        metavar="FILE",
+        help="A prose document: Markdown, reST or text (repeatable; docs/inputs.md).",
+    ),
+    budget: int | None = typer.Option(
+        None, "--budget", min=1, metavar="N", help="Token budget of the rendered context."
+    ),
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        metavar="NAME|FILE",
+        help="Configuration profile: local, single-gpu, multi-gpu or a YAML file (default: "
+        "PAGEDCTX_PROFILE, else local, whose roles are the baseline policies).",
+    ),
+    store: str | None = typer.Option(
+        None, "--store", metavar="URL", help="sqlite:///path/state.db or redis://host:port/db."
+    ),
+    trace: Path | None = typer.Option(
+        None,
+        "--trace",
+        metavar="FILE",
+        help="Append one JSONL event per round to FILE (checked before the session starts).",
+    ),
+    max_rounds: int = typer.Option(
+        6, "--max-rounds", min=1, metavar="K", help="Stop after K rounds without an answer."
+    ),
     output_format: RunFormat = typer.Option(
-        RunFormat.xml, "--format", help="xml (the final context) or json."
+        RunFormat.xml,
+        "--format",
+        help="xml (the final context) or json (the answer and the pages shown; docs/run.md).",
     ),
     runtime: str | None = typer.Option(
-        None, "--runtime", help="ray (the roles as Ray actors on 127.0.0.1; default) or inproc."
+        None,
+        "--runtime",
+        metavar="ray|inproc",
+        help="ray (the roles as Ray actors on 127.0.0.1; default) or inproc.",
     ),
-    record: Path | None = typer.Option(None, "--record", help="Append every model call to FILE (JSONL)."),
+    record: Path | None = typer.Option(
+        None, "--record", metavar="FILE", help="Append every model call to FILE (JSONL)."
+    ),
     replay: Path | None = typer.Option(
-        None, "--replay", help="Answer model calls from a recording; a diverged run is an error."
+        None,
+        "--replay",
+        metavar="FILE",
+        help="Answer model calls from a recording; a diverged run is an error.",
     ),
     now: str | None = typer.Option(
         None,
         "--now",
-        help="Start the session clock at this ISO-8601 time, one second a tick (reproducible runs).",
+        metavar="TIME",
+        help="Start the session clock at this ISO-8601 time, one second a tick (reproducible runs; "
+        "a time without a zone is UTC).",
     ),
 ) -> None:
     """Run one session (roles from the profile: baseline by default) and print the final context."""
     from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
+    from pagedctx.cli.common import writable_file
     from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.ingest.index import Index
@@ -204,6 +255,9 @@ def run(
         for path in [*dialogue, *doc]:
             if not path.is_file():
                 raise UsageError(f"{path} is not a file")
+        for flag, output in (("--trace", trace), ("--record", record)):
+            if output is not None:
+                writable_file(output, flag)  # before the session: a bad path costs nothing
         counter = token_counter(config.tokenizer)
         store_handle = open_store(config.store_url)
         index = Index(store_handle, tokenizer=config.tokenizer) if repo else None
@@ -257,6 +311,7 @@ def run(
             rounds=len(result.rounds),
             blocks=prepared.blocks,
             counter=counter,
+            answer=result.answer,
         )
         sys.stdout.write(json.dumps(contract, indent=2, ensure_ascii=False) + "\n")
     else:

@@ -22,6 +22,7 @@ def view(
     ),
 ) -> None:
     """Draw a session trace as one HTML page (no network, no external assets)."""
+    from pagedctx.cli.common import writable_file
     from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.session.trace import read_trace
     from pagedctx.host.session.view import render_html
@@ -30,6 +31,7 @@ def view(
     try:
         if target.resolve() == trace.resolve():
             raise UsageError(f"the output {target} would overwrite the trace")
+        writable_file(target, "-o" if output is not None else "the output")  # before any work
         events = list(read_trace(trace))
         if not events:
             raise UsageError(f"{trace}: the trace has no round events")
