@@ -3,7 +3,9 @@
 `start_roles(...)` starts a Router, a Worker and a Consolidator actor on the Ray cluster
 (`ensure_ray` starts a local one on 127.0.0.1 when none is running). Every actor restarts after a
 crash (`max_restarts`) and retries the call it was running (`max_task_retries`); the Router
-reloads the session's pages from the store, Worker and Consolidator hold nothing between calls,
+gets the session's blocks by reference (published to the store, `block_refs.py`: Ray keeps
+constructor arguments to restart an actor, so they stay small) and, rebuilt, loads them and the
+session's pages from the store again; Worker and Consolidator hold nothing between calls,
 so a round interrupted by a crash is taken again from the last atomic state. The Consolidator
 is an async actor whose merges run in their own concurrency group, so the Worker never waits on
 it. `RayRoles` hands the loop what it expects: a `Router`, a `Worker` and a consolidation
@@ -17,12 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pagedctx.actors.block_refs import BlockRef, publish_blocks
 from pagedctx.actors.roles import ConsolidatorRole, ReplicaMissing, RouterRole, WorkerRole
 from pagedctx.host.models.factory import RoleSpec
 from pagedctx.host.session.blocks import BlockProvider
 from pagedctx.host.session.consolidation import Result
 from pagedctx.host.session.router import RouterPlan
 from pagedctx.host.session.routing import PlanRequest, state_delta
+from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 
 __all__ = ["ActorOptions", "RayRoles", "ensure_ray", "start_roles"]
@@ -58,6 +62,7 @@ class RayRoles:
     router: Any
     worker: Any
     consolidator: Any
+    store_url: str | None = None  # where blocks are published for the Router
     _updates: list[tuple[list[str], list[Page]]] = field(default_factory=list)
     _sent: SessionState | None = None  # the state the Router's replica holds
 
@@ -110,17 +115,27 @@ class RayRoles:
         ray.get([handle.finish.remote() for handle in (self.router, self.worker, self.consolidator)])
 
     def reset(self, blocks: BlockProvider | None) -> None:
-        """Reuse the actors for another session: the router starts over with these blocks."""
+        """Reuse the actors for another session: the router starts over with these blocks (by
+        reference when the roles have a store; else sent as they are, and lost if it restarts)."""
         import ray
 
         self._updates, self._sent = [], None
-        ray.get(self.router.reset.remote(blocks))
+        sent = _published(blocks, self.store_url) if self.store_url is not None else blocks
+        ray.get(self.router.reset.remote(sent))
 
     def shutdown(self) -> None:
         import ray
 
         for handle in (self.router, self.worker, self.consolidator):
             ray.kill(handle, no_restart=True)
+
+
+def _published(blocks: BlockProvider | None, store_url: str) -> tuple[BlockRef, ...] | None:
+    store = open_store(store_url)
+    try:
+        return publish_blocks(blocks, store)
+    finally:
+        store.close()
 
 
 def start_roles(
@@ -133,9 +148,13 @@ def start_roles(
     session: str | None = None,
     options: dict[str, ActorOptions] | None = None,
 ) -> RayRoles:
-    """Start the three role actors (the cluster must be up: `ensure_ray`)."""
+    """Start the three role actors (the cluster must be up: `ensure_ray`); `blocks` are published
+    to the store at `store_url` and the Router gets references to them."""
     import ray
 
+    if blocks is not None and store_url is None:
+        raise ValueError("the Router gets its blocks through the store: give store_url")
+    refs = _published(blocks, store_url) if store_url is not None else None
     chosen = options or {}
 
     def remote(cls: type, role: str, **extra: Any) -> Any:
@@ -148,11 +167,13 @@ def start_roles(
             **extra,
         )(cls)
 
-    router_actor = remote(RouterRole, "router").remote(blocks, store_url, session, router or RoleSpec())
+    router_actor = remote(RouterRole, "router").remote(refs, store_url, session, router or RoleSpec())
     worker_actor = remote(WorkerRole, "worker").remote(worker or RoleSpec())
     consolidator_actor = (
         remote(ConsolidatorRole, "consolidator", concurrency_groups={"background": 1})
         .options(max_concurrency=2)
         .remote(consolidator or RoleSpec())
     )
-    return RayRoles(router=router_actor, worker=worker_actor, consolidator=consolidator_actor)
+    return RayRoles(
+        router=router_actor, worker=worker_actor, consolidator=consolidator_actor, store_url=store_url
+    )

@@ -4,7 +4,9 @@
 `WorkerRole` takes one Worker step over a rendered context; `ConsolidatorRole` merges pages.
 Each builds its policy from a `RoleSpec` in its own process (the baseline, or a model backend), so
 the same classes run in-process or as Ray actors (`cluster.py`). `ping` says which process and
-whether Ray rebuilt the actor after a crash. A RouterRole rebuilt by Ray reloads the session's
+whether Ray rebuilt the actor after a crash. A RouterRole gets its blocks by reference
+(`BlockRef`s, block_refs.py: store keys and an index URL, never the parsed dialogue) and builds
+them from the store in its own process; rebuilt by Ray, it does the same and reloads the session's
 pages from the store (`SessionRegistry`) before it plans again.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from pagedctx.actors.block_refs import BlockRef, load_blocks
 from pagedctx.host.models.factory import RoleSpec, build_backend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.session.blocks import BlockProvider
@@ -121,27 +124,44 @@ class ConsolidatorRole(_Pingable):
 
 
 class RouterRole(_Pingable):
-    """The router (baseline `LocalRouter`, or a `ModelRouter` over it) behind async calls; reloads the
-    session's pages from the store after a crash."""
+    """The router (baseline `LocalRouter`, or a `ModelRouter` over it) behind async calls; builds its
+    blocks from the store (`blocks`: references), and reloads the session's pages from the store
+    after a crash.
+
+    Every constructor argument is small (Ray keeps them to rebuild the actor): blocks travel as
+    `BlockRef`s, which need `store_url`."""
 
     def __init__(
         self,
-        blocks: BlockProvider | None,
+        blocks: tuple[BlockRef, ...] | None,
         store_url: str | None = None,
         session: str | None = None,
         spec: RoleSpec | None = None,
     ) -> None:
         self.spec = spec or RoleSpec()
         self.replica: SessionState | None = None  # the session state as of the last plan call
-        self.memory = StoreMemory(open_store(store_url)) if store_url is not None else None
-        self.router = build_router(self.spec, blocks, self.memory)
-        if store_url is not None and session is not None and _reconstructed():
-            state = SessionRegistry(open_store(store_url), session).load()
+        store = open_store(store_url) if store_url is not None else None
+        if blocks is not None and store is None:
+            raise ValueError("a RouterRole given blocks by reference needs the store_url they are in")
+        self.store = store
+        self.memory = StoreMemory(store) if store is not None else None
+        self.router = build_router(self.spec, self._blocks(blocks), self.memory)
+        if store is not None and session is not None and _reconstructed():
+            state = SessionRegistry(store, session).load()
             self.router.sync([], list(state.pages.values()))
 
-    async def reset(self, blocks: BlockProvider | None) -> None:
-        """Start over for another session (a long-lived actor keeps its warm caches: WordNet, terms)."""
-        self.router = build_router(self.spec, blocks, self.memory)
+    def _blocks(self, blocks: BlockProvider | tuple[BlockRef, ...] | None) -> BlockProvider | None:
+        if blocks is None or not isinstance(blocks, tuple):
+            return blocks
+        if self.store is None:
+            raise ValueError("blocks by reference need the store_url they are in")
+        return load_blocks(blocks, self.store)
+
+    async def reset(self, blocks: BlockProvider | tuple[BlockRef, ...] | None) -> None:
+        """Start over for another session (a long-lived actor keeps its warm caches: WordNet, terms);
+        `blocks` by reference (from the store), or the providers themselves (not rebuilt after a
+        restart)."""
+        self.router = build_router(self.spec, self._blocks(blocks), self.memory)
         self.replica = None
 
     async def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:

@@ -124,3 +124,31 @@ def test_killed_actors_are_replaced_and_the_session_goes_on(
     assert len(crashed.rounds) >= 3  # the rebuilt router planned at least one round
     assert crashed.xml == calm.xml and crashed.answer == calm.answer
     assert [r.model_dump() for r in crashed.rounds] == [r.model_dump() for r in calm.rounds]
+
+
+RESTART_WARNING = "has constructor arguments in the object store and max_restarts > 0"
+
+
+def test_a_long_dialogue_reaches_the_router_by_reference(
+    ray_cluster: None,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 13 item 21 (D1, P15): with a dialogue of thousands of turns the Router's constructor
+    takes references (store keys), not the parsed blocks, so Ray has nothing of it in the object
+    store to warn about (it did on every such run), and the session equals the in-process one."""
+    topics = ["the service_{n} restarted at {h}:00", "build {n} shipped to staging", "lunch on day {n}"]
+    turns = [
+        (f"t{n}", "alice" if n % 2 else "bob", f"Remark {n}: " + topics[n % 3].format(n=n, h=n % 24) + ".")
+        for n in range(3000)
+    ]
+    session_inputs = SessionInputs(dialogues=(write_dialogue(tmp_path / "long.jsonl", turns),))
+    intent = "which service restarted after build 2700"
+    capfd.readouterr()
+    local, local_trace = _session(session_inputs, tmp_path / "a", intent, 2000, on_ray=False)
+    remote, remote_trace = _session(session_inputs, tmp_path / "a", intent, 2000, on_ray=True)
+    err = capfd.readouterr().err
+    assert RESTART_WARNING not in err, err[-2000:]
+    assert remote.xml == local.xml and remote.answer == local.answer and remote.tokens == local.tokens
+    ours = [(e.state_digest, e.xml_sha256, e.plan) for e in read_trace(remote_trace)]
+    assert ours == [(e.state_digest, e.xml_sha256, e.plan) for e in read_trace(local_trace)]
