@@ -4,6 +4,7 @@
 PagedctxError                 base of everything below; never raised itself
 ├── UsageError                for a person: a wrong flag, a missing file; the message names the fix
 │   ├── ConfigError           a config file or PAGEDCTX_* variable that does not validate
+│   ├── NoSearchTerms         a text to search by (an intent) that holds no searchable word
 │   └── InputFormatError      an input file (a dialogue JSONL, ...) that breaks its format; names
 │                             the file and the line
 ├── ProtocolFault             a protocol document or model answer that breaks its contract;
@@ -39,6 +40,7 @@ __all__ = [
     "EnvelopeViolation",
     "FailCode",
     "InputFormatError",
+    "NoSearchTerms",
     "PagedctxError",
     "ProtocolFault",
     "ScopeConflict",
@@ -134,6 +136,12 @@ class ConfigError(UsageError):
     """A configuration value (file, profile, environment variable) that does not validate."""
 
     kind = "config_error"
+
+
+class NoSearchTerms(UsageError):
+    """A text to search by (an intent, keywords) holding no searchable word and naming nothing."""
+
+    kind = "no_search_terms"
 
 
 class InputFormatError(UsageError):

@@ -16,6 +16,7 @@ from pagedctx.errors import (
     EnvelopeViolation,
     FailCode,
     InputFormatError,
+    NoSearchTerms,
     PagedctxError,
     ProtocolFault,
     SourcePosition,
@@ -27,6 +28,7 @@ from pagedctx.errors import (
 EXAMPLES: list[PagedctxError] = [
     UsageError("run `pagedctx index ROOT` first"),
     ConfigError("PAGEDCTX_BUDGET must be a positive integer"),
+    NoSearchTerms("the intent 'the' has no searchable word"),
     InputFormatError("chat.jsonl, line 3: missing field 'speaker'", path="chat.jsonl", line=3),
     ProtocolFault("bad", code=FailCode.POLICY_VIOLATION),
     BusFault(

@@ -154,6 +154,16 @@ def test_run_repo_with_stop_word_intents(repo: Path, store: str) -> None:
     assert code == 2 and "has no searchable word" in err and "Traceback" not in err
 
 
+def test_a_chat_turn_without_terms_selects_no_code_but_runs(repo: Path, store: str, tmp_path: Path) -> None:
+    """Issue 13 item 9, P13: with a dialogue beside the repository, "and then?" is a chat turn:
+    no code is selected for it and the session runs (the repository stays addressable)."""
+    dialogue = write_dialogue(tmp_path / "d.jsonl", ["Why does add subtract?", "It uses a - b by mistake."])
+    base = ["run", "--runtime", "inproc", "--repo", str(repo), "--store", store, "--budget", "2000"]
+    code, out, err = cli(*base, "--dialogue", str(dialogue), "--intent", "and then?")
+    assert code == 0, err
+    assert out.startswith("<PagedContext") and "It uses a - b by mistake." in out
+
+
 @pytest.mark.parametrize("intent", ["the", "add", "fix the add function", "??", "\U0001f642"])
 def test_session_router_takes_intents_without_terms(tmp_path: Path, intent: str) -> None:
     """Issue 13 item 9, P8: the session router's BM25 (plain and WordNet-widened) answers an empty

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pagedctx.errors import UsageError
+from pagedctx.errors import NoSearchTerms
 from pagedctx.host.select.catalog import Catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
 from pagedctx.host.select.terms import identifiers, split_identifier, terms, unsearchable
@@ -127,7 +127,7 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
     lexical = _normalised(lexical_scores(catalog, query) * (1 if allowed is None else allowed))
     named = {r: w for r, w in _mentions(catalog, intent).items() if allowed is None or allowed[r]}
     if not query and not named:
-        raise UsageError(
+        raise NoSearchTerms(
             f"{unsearchable(intent, 'the intent')}, and it names no function, class or file of the "
             "index; say which one the change is about, or describe it in content words"
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
+from pagedctx.errors import NoSearchTerms
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
@@ -172,9 +173,16 @@ def prepare(
         code = CodeProvider(index)
         blocks.add(code)
         roots.extend(b.handle for b in code.roots() if b.source in scope)
-        selection = select_context(index, intent, max(1, int(budget * inputs.code_share)), scope=scope)
-        selection_tokens = selection.tokens
-        state = selection_state(index, selection)
+        try:
+            selection = select_context(index, intent, max(1, int(budget * inputs.code_share)), scope=scope)
+        except NoSearchTerms:
+            # a chat turn such as "and then?" selects no code; the repositories stay addressable
+            # (router, Explore); with nothing else to page, the person is told (issue 13 item 9)
+            if not (inputs.dialogues or inputs.docs):
+                raise
+        else:
+            selection_tokens = selection.tokens
+            state = selection_state(index, selection)
     taken = set(state.pages)
     decision: SentryDecision | None = None
     dialogue_turns: list[tuple[DialogueProvider, list[Piece]]] = []
