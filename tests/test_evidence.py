@@ -33,8 +33,10 @@ TESTS = (
     "def test_sub():\n    assert sub(5, 3) == 2\n\n\n"
     "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n"
 )
+# no third-party plugins in the fixture's own pytest: 0.2 s a run instead of 1 s
 PYTEST = (
-    f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider --junitxml=$PAGEDCTX_REPORTS/junit.xml"
+    f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider "
+    "--junitxml=$PAGEDCTX_REPORTS/junit.xml"
 )
 
 
