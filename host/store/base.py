@@ -3,7 +3,9 @@
 Three kinds of keys, as in Redis: plain strings, hashes (field -> value) and sets of members.
 Values and members are text (JSON where structured). Writes that must land together go through
 `batch()`: every write in the block lands, or none does (SQLite: one transaction; Redis:
-MULTI/EXEC). `lock(name, ttl)` is an advisory lock across processes, for one writer per index.
+MULTI/EXEC). `lock(name, ttl)` is an advisory lock across processes, for one writer per index:
+held elsewhere, it raises at once, or waits up to `wait_seconds` (saying so once through
+`on_wait`) and then raises StoreError naming the holder. Readers never take it.
 Every backend error is raised as `pagedctx.errors.StoreError`, naming the store and the fix.
 
 Key names: the S4 keys `sys/chunks`, `sys/files/meta`, `sys/idx/sym/{symbol}`, `sys/solutions`,
@@ -13,7 +15,7 @@ and our own under `pagedctx/` (see `keys.py`).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
@@ -63,6 +65,13 @@ class Store(Protocol):
 
     # atomicity and coordination
     def batch(self) -> AbstractContextManager[Batch]: ...
-    def lock(self, name: str, ttl_seconds: float) -> AbstractContextManager[None]: ...
+    def lock(
+        self,
+        name: str,
+        ttl_seconds: float,
+        *,
+        wait_seconds: float = 0.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> AbstractContextManager[None]: ...
 
     def close(self) -> None: ...

@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -27,7 +27,7 @@ import redis
 import redis.exceptions
 
 from pagedctx.errors import StoreError, UsageError
-from pagedctx.host.store.sqlite import lock_held_message, lock_owner, owner_is_gone
+from pagedctx.host.store.sqlite import acquire_waiting, lock_owner, owner_is_gone
 
 __all__ = ["LOCK_PREFIX", "RedisBatch", "RedisStore", "glob_escape"]
 
@@ -293,28 +293,42 @@ class RedisStore:
             pipe.reset()
 
     @contextmanager
-    def lock(self, name: str, ttl_seconds: float) -> Iterator[None]:
-        """An advisory lock (`SET NX PX`); raises at once when another owner holds it."""
+    def lock(
+        self,
+        name: str,
+        ttl_seconds: float,
+        *,
+        wait_seconds: float = 0.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Iterator[None]:
+        """An advisory lock (`SET NX PX`).
+
+        When another live owner holds it: wait up to `wait_seconds` (0: raise at once), telling
+        `on_wait` once, then raise StoreError naming the holder. Nothing is held while waiting.
+        """
         if ttl_seconds <= 0:
             raise StoreError(f"lock '{name}': ttl_seconds must be positive, got {ttl_seconds}")
         key = LOCK_PREFIX + name
         owner = lock_owner()
         ttl_ms = max(1, round(ttl_seconds * 1000))
-        with self._errors(f"lock '{name}'"):
-            for _ in range(5):  # the holder may release between our SET and our GET: try again
-                if self._client.set(key, owner, nx=True, px=ttl_ms):
-                    break
-                pipe = self._client.pipeline(transaction=True)
-                pipe.get(key)
-                pipe.pttl(key)
-                holder, remaining_ms = pipe.execute()
-                if holder is not None and owner_is_gone(holder):
-                    self._release(keys=[key], args=[holder])  # its process died on this host
-                    continue
-                if holder is not None and remaining_ms is not None and remaining_ms > 0:
-                    raise StoreError(lock_held_message(name, holder, time.time() + remaining_ms / 1000))
-            else:
-                raise StoreError(f"lock '{name}' on {_redacted(self._url)} keeps changing hands; retry")
+
+        def attempt() -> tuple[str, float] | None:
+            with self._errors(f"lock '{name}'"):
+                for _ in range(5):  # the holder may release between our SET and our GET: try again
+                    if self._client.set(key, owner, nx=True, px=ttl_ms):
+                        return None
+                    pipe = self._client.pipeline(transaction=True)
+                    pipe.get(key)
+                    pipe.pttl(key)
+                    holder, remaining_ms = pipe.execute()
+                    if holder is not None and owner_is_gone(holder):
+                        self._release(keys=[key], args=[holder])  # its process died on this host
+                        continue
+                    if holder is not None and remaining_ms is not None and remaining_ms > 0:
+                        return str(holder), time.time() + remaining_ms / 1000
+            raise StoreError(f"lock '{name}' on {_redacted(self._url)} keeps changing hands; retry")
+
+        acquire_waiting(name, attempt, wait_seconds=wait_seconds, on_wait=on_wait)
         try:
             yield
         finally:

@@ -22,7 +22,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +36,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SqliteBatch",
     "SqliteStore",
+    "acquire_waiting",
     "lock_held_message",
     "lock_owner",
     "owner_is_gone",
@@ -95,6 +96,47 @@ def lock_held_message(name: str, owner: str, expires_at: float) -> str:
         f"wait for it to finish and retry, or, if that process is gone, retry after {until} "
         "when its lock expires"
     )
+
+
+_POLL_FIRST_SECONDS = 0.05
+_POLL_MAX_SECONDS = 1.0
+
+
+def acquire_waiting(
+    name: str,
+    attempt: Callable[[], tuple[str, float] | None],
+    *,
+    wait_seconds: float,
+    on_wait: Callable[[str], None] | None,
+) -> None:
+    """Call `attempt` until it takes lock `name` or `wait_seconds` have passed (shared by both backends).
+
+    `attempt()` returns None when it took the lock, else the holder and when its lock expires. The
+    first time it has to wait, `on_wait` gets one message naming the holder; when the wait runs
+    out, StoreError names the holder (the latest one) and how long it waited.
+    """
+    if not wait_seconds >= 0 or wait_seconds == float("inf"):
+        raise StoreError(f"lock '{name}': wait_seconds must be a finite number >= 0, got {wait_seconds}")
+    deadline = time.monotonic() + wait_seconds
+    pause = _POLL_FIRST_SECONDS
+    told = False
+    while True:
+        held = attempt()
+        if held is None:
+            return
+        owner, expires_at = held
+        left = deadline - time.monotonic()
+        if left <= 0:
+            waited = f" (waited {wait_seconds:g} s for it)" if wait_seconds > 0 else ""
+            raise StoreError(lock_held_message(name, owner, expires_at) + waited)
+        if not told and on_wait is not None:
+            on_wait(
+                f"waiting up to {wait_seconds:g} s for another process to finish updating the {name} "
+                f"(lock '{name}' held by {owner})"
+            )
+            told = True
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, _POLL_MAX_SECONDS)
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
@@ -510,21 +552,37 @@ class SqliteStore:
                 raise
 
     @contextmanager
-    def lock(self, name: str, ttl_seconds: float) -> Iterator[None]:
-        """An advisory lock shared by every process on this file; raises at once when it is held."""
+    def lock(
+        self,
+        name: str,
+        ttl_seconds: float,
+        *,
+        wait_seconds: float = 0.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Iterator[None]:
+        """An advisory lock shared by every process on this file.
+
+        When another live owner holds it: wait up to `wait_seconds` (0: raise at once), telling
+        `on_wait` once, then raise StoreError naming the holder. Nothing is held while waiting.
+        """
         if ttl_seconds <= 0:
             raise StoreError(f"lock '{name}': ttl_seconds must be positive, got {ttl_seconds}")
         owner = lock_owner()
-        with self._write(f"lock '{name}'", in_batch=False) as conn:
-            now = time.time()
-            row = conn.execute("SELECT owner, expires_at FROM locks WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[1] > now and not owner_is_gone(row[0]):
-                raise StoreError(lock_held_message(name, row[0], row[1]))
-            conn.execute(
-                "INSERT INTO locks (name, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-                (name, owner, now + ttl_seconds),
-            )
+
+        def attempt() -> tuple[str, float] | None:
+            with self._write(f"lock '{name}'", in_batch=False) as conn:
+                now = time.time()
+                row = conn.execute("SELECT owner, expires_at FROM locks WHERE name = ?", (name,)).fetchone()
+                if row is not None and row[1] > now and not owner_is_gone(row[0]):
+                    return str(row[0]), float(row[1])
+                conn.execute(
+                    "INSERT INTO locks (name, owner, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) "
+                    "DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+                    (name, owner, now + ttl_seconds),
+                )
+                return None
+
+        acquire_waiting(name, attempt, wait_seconds=wait_seconds, on_wait=on_wait)
         try:
             yield
         finally:
