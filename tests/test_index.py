@@ -295,12 +295,17 @@ def test_syntax_errors_keep_recovered_chunks(index: Index, repo: Path) -> None:
     assert meta is not None and meta.errors
 
 
-def test_roots_outside_the_base_are_refused(index: Index, repo: Path, tmp_path: Path) -> None:
+def test_a_root_outside_the_base_moves_the_base(index: Index, repo: Path, tmp_path: Path) -> None:
+    """S1, issue 13 item 19: a store holds roots anywhere; a root outside the base moves the base up
+    to the common parent (paths re-keyed, nothing re-parsed). A root that is no folder is refused."""
     index.update([repo / "app"])
     other = tmp_path / "elsewhere"
-    other.mkdir()
-    with pytest.raises(UsageError, match="lies outside"):
-        index.update([other])
+    write(other / "tool.py", "def tool():\n    return 1\n")
+    report = index.update([other])
+    assert report.parsed == ["elsewhere/tool.py"]
+    assert index.meta().base == str(tmp_path) and index.meta().roots == ["elsewhere", "repo/app"]
+    assert [c.id for c in index.defining("format_cents")] == ["repo/app/helpers.py::format_cents"]
+    assert_same_as_fresh(index, [repo / "app", other], tmp_path)
     with pytest.raises(UsageError, match="not a directory"):
         index.update([repo / "missing"])
 

@@ -7,23 +7,43 @@ gone from the roots (deleted, renamed, now ignored or skipped) lose their chunks
 entries. Writes go in batches of whole files: a process killed mid-update leaves every file
 either fully old or fully new, and the next update finishes the job.
 
-Paths are POSIX, relative to the index base: the common parent of the first update's roots.
-Later updates must name roots under that base (a UsageError says so otherwise).
+Readers take no lock (issue 13 item 13). An update first checks, without the lock, whether the
+store differs from the roots at all (a changed, new or removed file, a new root, a new setting,
+changed skip records, an unfinished update); when it does not, the update is answered from the
+store at once, whoever is writing elsewhere. Only an update with something to write takes the
+store's `index` lock, waiting for another writer up to `PAGEDCTX_INDEX_WAIT` seconds (60 by
+default), saying so once on stderr, before StoreError names the holder. A writer marks the roots it
+updates (`pagedctx/index_pending`) until its tree is written: one killed midway leaves the mark,
+and the next update (never taken for current) rebuilds the tree.
+
+Paths are POSIX, relative to the index base: the common parent of every root indexed so far. A
+root outside the base moves the base up (S1: one store holds any number of repositories anywhere
+on disk): stored paths, chunk ids, symbol entries and handles are re-keyed under the new base in
+one atomic batch, and chunks keep their unit numbers. `Index.scope_of` and `Index.within` keep
+look-ups to some roots.
+
+Settings (issue 13 item 17): each root keeps the settings it was indexed with (`max_file_bytes`,
+in `IndexMeta.settings`). An update that names none (select, pcr, a session) reuses them; a new
+root takes those of the nearest indexed root above it, else the defaults; an explicit setting
+replaces them (for the root and the roots inside it) and is kept.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
+import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pagedctx.errors import UsageError
+from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.analyse import Analysis, Task, analyse_all
@@ -34,27 +54,65 @@ from pagedctx.host.ingest.model import (
     IndexMeta,
     IndexStatus,
     LanguageStats,
+    RootSettings,
     SkippedFile,
     UpdateReport,
 )
-from pagedctx.host.ingest.walk import FoundFile, Skipped, SkipReason, walk_roots
+from pagedctx.host.ingest.walk import FoundFile, Skipped, SkipReason, WalkResult, walk_roots
 from pagedctx.host.store import keys
 from pagedctx.host.store.base import Batch, Store
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import PBlock
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, token_counter
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "Index", "Progress"]
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_WAIT_SECONDS",
+    "NO_INDEX",
+    "WAIT_VARIABLE",
+    "Index",
+    "Progress",
+    "index_wait_seconds",
+]
 
 DEFAULT_MAX_FILE_BYTES = 1 << 20
+DEFAULT_WAIT_SECONDS = 60.0
+WAIT_VARIABLE = "PAGEDCTX_INDEX_WAIT"
+NO_INDEX = "the store holds no index yet: run `pagedctx index ROOT` first, or pass --repo ROOT"
 FILES = "pagedctx/files"  # hash: path -> FileMeta JSON
-SKIPPED = "pagedctx/skipped"  # hash: path -> {"reason", "detail"} JSON
+SKIPPED = "pagedctx/skipped"  # hash: path -> {"reason", "detail"[, "stamp"]} JSON
 BATCH_FILES = 200  # files per atomic write
+_FIELDS_PER_WRITE = 5000  # hash fields per HSET when a whole store is re-keyed
 _LOCK_TTL_SECONDS = 3600.0
 # Reasons reported only for code files: a 50 MB video in the tree is not news, a 50 MB .py is.
 _CODE_ONLY = frozenset({SkipReason.TOO_LARGE})
+# Reasons judged from a file's content: kept (with the file's "mtime:size" stamp) and not re-read
+# while the stamp holds, as for indexed files.
+_CONTENT_SKIPS = frozenset({str(SkipReason.BINARY), str(SkipReason.NOT_UTF8), str(SkipReason.UNREADABLE)})
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+SkipRecord = dict[str, str]  # {"reason", "detail"[, "stamp"]}
+
+
+def index_wait_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """How long a writer waits for another process's update: `PAGEDCTX_INDEX_WAIT` seconds, else 60."""
+    raw = (os.environ if environ is None else environ).get(WAIT_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_WAIT_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"{WAIT_VARIABLE}={raw!r} is not a number of seconds >= 0; set it to e.g. 60, or to 0 to "
+            "fail at once when another process is updating the index"
+        )
+    return value
+
+
+def _tell_stderr(message: str) -> None:
+    print(f"pagedctx: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -116,26 +174,53 @@ class _Tally:
     """What an update accumulates across files, besides the writes."""
 
     report: UpdateReport
-    skipped: list[Skipped]
+    skipped: dict[str, SkipRecord]  # path -> skip record, as `pagedctx/skipped` will hold it
     present: set[str]  # code files found (files found unreadable or binary are dropped from it)
     symbols: set[str] = field(default_factory=set)  # defined by the parsed files
     new_fast: dict[str, FastMeta] = field(default_factory=dict)  # parsed and rehashed files
 
 
+@dataclass
+class _Plan:
+    """How the store differs from the roots, read without the lock (see the module docstring)."""
+
+    meta: IndexMeta
+    base: Path
+    moves_base: bool  # a root lies outside the stored base: everything is re-keyed first
+    root_rels: list[str]
+    settings: dict[str, RootSettings]  # the settings of every root after this update
+    walk: WalkResult
+    stored: dict[str, str] = field(default_factory=dict)  # sys/files/meta
+    code: list[FoundFile] = field(default_factory=list)
+    changed: list[FoundFile] = field(default_factory=list)  # to read: stamp differs from the store
+    kept_skips: dict[str, SkipRecord] = field(default_factory=dict)  # skipped, stamp unchanged
+    skipped: dict[str, SkipRecord] = field(default_factory=dict)  # every skip under the roots now
+    current: bool = False  # nothing to write
+
+
 class Index:
-    """A code index in a store: update it from roots, look up chunks by id, symbol, file, handle."""
+    """A code index in a store: update it from roots, look up chunks by id, symbol, file, handle.
+
+    `scope` (see `within`): index paths the look-ups keep to; empty means the whole store.
+    """
 
     def __init__(
-        self, store: Store, *, tokenizer: str = DEFAULT_TOKENIZER, workers: int | None = None
+        self,
+        store: Store,
+        *,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        workers: int | None = None,
+        scope: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
         self.workers = workers
+        self.scope = tuple(scope)
         self._counter: CachedCounter | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickled as its store and settings (the token counter is rebuilt where it is used)."""
-        return (_index, (self.store, self.tokenizer, self.workers))
+        return (_index, (self.store, self.tokenizer, self.workers, self.scope))
 
     @classmethod
     def open(cls, store: Store | str | None = None, *, tokenizer: str = DEFAULT_TOKENIZER) -> Index:
@@ -149,19 +234,30 @@ class Index:
             self._counter = token_counter(self.tokenizer)
         return self._counter
 
+    def within(self, roots: Sequence[str | Path]) -> Index:
+        """This index seen from some of its roots: chunk and file look-ups answer only about files
+        under them (a store may hold several repositories; see `scope_of`)."""
+        return Index(self.store, tokenizer=self.tokenizer, workers=self.workers, scope=self.scope_of(roots))
+
+    def in_scope(self, path: str) -> bool:
+        """Whether an index path lies in this index's scope (always, without a scope)."""
+        return not self.scope or any(s in (".", path) or path.startswith(s + "/") for s in self.scope)
+
     # --- look-ups ------------------------------------------------------------------------------
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         """The chunk with this id, or None."""
         raw = self.store.hget(keys.CHUNKS, chunk_id)
-        return Chunk.model_validate_json(raw) if raw is not None else None
+        chunk = Chunk.model_validate_json(raw) if raw is not None else None
+        return chunk if chunk is not None and self.in_scope(chunk.path) else None
 
     def chunks(self, chunk_ids: Iterable[str]) -> list[Chunk]:
         """The chunks with these ids that exist, in the order asked."""
         ids = list(chunk_ids)
-        return [
+        found = [
             Chunk.model_validate_json(raw) for raw in self.store.hmget(keys.CHUNKS, ids) if raw is not None
         ]
+        return [c for c in found if self.in_scope(c.path)] if self.scope else found
 
     def unit_of(self, chunk_id: str) -> int | None:
         """The stable unit number of a chunk (PCES `u<ID>`), or None."""
@@ -179,6 +275,8 @@ class Index:
 
     def file(self, path: str) -> FileMeta | None:
         """The record of an indexed file (path relative to the base)."""
+        if not self.in_scope(path):
+            return None
         raw = self.store.hget(FILES, path)
         return FileMeta.model_validate_json(raw) if raw is not None else None
 
@@ -189,7 +287,7 @@ class Index:
 
     def paths(self) -> list[str]:
         """Every indexed file path, sorted."""
-        return sorted(self.store.hkeys(keys.FILES_META))
+        return sorted(p for p in self.store.hkeys(keys.FILES_META) if self.in_scope(p))
 
     def block(self, handle: str) -> PBlock | None:
         """The PBlock behind a handle: repo, directory, file (stored) or chunk (built from the chunk)."""
@@ -202,12 +300,22 @@ class Index:
             return None
         return BlockTree.chunk_block(chunk, self.counter.count(chunk.body))
 
+    def require(self) -> IndexMeta:
+        """The index's record; UsageError saying how to build one when the store holds no index."""
+        meta = self._meta()
+        if meta.base is None:
+            raise UsageError(NO_INDEX)
+        return meta
+
     def scope_of(self, roots: Sequence[str | Path]) -> tuple[str, ...]:
         """The roots as index paths (relative to the base, '.' for the base itself), for scoping."""
-        base = self._meta().base
-        if base is None:
-            raise UsageError("the store holds no index yet: index the roots first")
-        return tuple(_rel_or_dot(root, Path(base)) for root in _resolve_roots(roots))
+        base = Path(self.require().base or ".")
+        scope: list[str] = []
+        for root in _resolve_roots(roots):
+            if not (root == base or root.is_relative_to(base)):
+                raise UsageError(f"{root} is not in this index (its base is {base}): index it first")
+            scope.append(_rel_or_dot(root, base))
+        return tuple(scope)
 
     def root_blocks(self) -> list[PBlock]:
         """The repository blocks, one per root, to start a walk repo -> dir -> file -> chunk."""
@@ -233,18 +341,13 @@ class Index:
             files=sum(s.files for s in languages.values()),
             chunks=sum(s.chunks for s in languages.values()),
             languages=dict(sorted(languages.items())),
-            skipped=self._skipped(),
+            skipped=_skipped_files({p: json.loads(r) for p, r in self.store.hgetall(SKIPPED).items()}),
             last_update=meta.last_update,
+            settings=dict(sorted(meta.settings.items())),
         )
 
-    def _skipped(self) -> list[SkippedFile]:
-        return [
-            SkippedFile(path=path, **json.loads(raw))
-            for path, raw in sorted(self.store.hgetall(SKIPPED).items())
-        ]
-
     def meta(self) -> IndexMeta:
-        """The index's own record: base, roots, tree handles, totals, generation."""
+        """The index's own record: base, roots, settings, tree handles, totals, generation."""
         return self._meta()
 
     def _meta(self) -> IndexMeta:
@@ -257,40 +360,151 @@ class Index:
         self,
         roots: Sequence[str | Path],
         *,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_file_bytes: int | None = None,
         progress: Progress | None = None,
+        wait_seconds: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> UpdateReport:
-        """Bring the index in line with the files under `roots` (see the module docstring)."""
+        """Bring the index in line with the files under `roots` (see the module docstring).
+
+        `max_file_bytes`: None keeps each root's recorded setting; a number replaces it.
+        `wait_seconds`: how long to wait for another process's update when there is something to
+        write (None: `index_wait_seconds()`); `on_wait` is told once (default: a line on stderr).
+        """
         started = time.perf_counter()
-        with self.store.lock("index", ttl_seconds=_LOCK_TTL_SECONDS):
-            return _Updater(self, roots, max_file_bytes, progress).run(started)
+        if max_file_bytes is not None and max_file_bytes < 1:
+            raise UsageError(f"max_file_bytes must be at least 1 byte, got {max_file_bytes}")
+        updater = _Updater(self, roots, max_file_bytes, progress)
+        plan = updater.plan()
+        if plan.current:
+            return updater.current_report(plan, started)
+        wait = index_wait_seconds() if wait_seconds is None else wait_seconds
+        with self.store.lock(
+            "index", ttl_seconds=_LOCK_TTL_SECONDS, wait_seconds=wait, on_wait=on_wait or _tell_stderr
+        ):
+            return updater.run(started)
 
 
 class _Updater:  # one update; split from Index so the look-up API stays small
     def __init__(
-        self, index: Index, roots: Sequence[str | Path], max_file_bytes: int, progress: Progress | None
+        self, index: Index, roots: Sequence[str | Path], max_file_bytes: int | None, progress: Progress | None
     ) -> None:
         self.index = index
         self.store = index.store
-        self.max_file_bytes = max_file_bytes
+        self.explicit = max_file_bytes
         self.progress = progress or (lambda phase, done, total: None)
-        self.meta = index._meta()
         self.roots = _resolve_roots(roots)
-        self.base = _base(self.roots, self.meta.base)
-        self.root_rels = [_rel_or_dot(root, self.base) for root in self.roots]
+        self.root_rels: list[str] = []
         self.next_unit: int | None = None
+        self.marks: list[str] = []  # the pending marks this update clears when its tree is written
+        self.force_tree = False  # rebuild the tree and bump the generation whatever changed
+        self._walked: tuple[tuple[str, tuple[tuple[str, int], ...]], WalkResult] | None = None
 
     def _under_roots(self, rel: str) -> bool:
         return any(r in (".", rel) or rel.startswith(r + "/") for r in self.root_rels)
 
+    # --- the lock-free check -------------------------------------------------------------------
+
+    def plan(self) -> _Plan:
+        """Read the store and walk the roots (the walk is reused while base and limits hold)."""
+        meta = self.index._meta()
+        base = _base(self.roots, meta.base)
+        self.root_rels = [_rel_or_dot(root, base) for root in self.roots]
+        settings = self._settings(meta)
+        walk = self._walk(base, {root: settings[str(root)].max_file_bytes for root in self.roots})
+        plan = _Plan(meta, base, meta.base not in (None, str(base)), self.root_rels, settings, walk)
+        if plan.moves_base:
+            return plan
+        plan.stored = stored = self.store.hgetall(keys.FILES_META)
+        plan.code = [f for f in walk.files if language_for_path(f.rel) is not None]
+        records = {rel: json.loads(raw) for rel, raw in self.store.hgetall(SKIPPED).items()}
+        for found in plan.code:  # unchanged files are recognised by the "mtime:size:" prefix, undecoded
+            if stored.get(found.rel, "").startswith(f"{found.mtime_ns}:{found.size}:"):
+                continue
+            record = records.get(found.rel)
+            if record is not None and _still_skipped(found, record):
+                plan.kept_skips[found.rel] = record
+            else:
+                plan.changed.append(found)
+        plan.skipped = _walk_skips(walk.skipped) | plan.kept_skips
+        code_rels = {f.rel for f in plan.code}
+        plan.current = (
+            not plan.changed
+            and not any(rel not in code_rels and self._under_roots(rel) for rel in stored)
+            and set(self.root_rels) <= set(meta.roots)
+            and bool(meta.root_handles)
+            and settings == meta.settings
+            and plan.skipped == {rel: r for rel, r in records.items() if self._under_roots(rel)}
+            and not self._overlaps(self.store.hkeys(keys.INDEX_PENDING))
+            and self.store.hlen(keys.UNITS) >= self.store.hlen(keys.CHUNKS)
+        )
+        return plan
+
+    def _settings(self, meta: IndexMeta) -> dict[str, RootSettings]:
+        """Every root's settings after this update: explicit ones win, else recorded, else inherited."""
+        settings = dict(meta.settings)
+        for root in self.roots:
+            key = str(root)
+            if self.explicit is not None:
+                for inner in [k for k in settings if k != key and Path(k).is_relative_to(root)]:
+                    del settings[inner]  # roots inside follow the explicit setting of the outer one
+                settings[key] = RootSettings(max_file_bytes=self.explicit)
+            elif key not in settings:
+                above = [Path(k) for k in meta.settings if root.is_relative_to(k)]
+                nearest = max(above, key=lambda p: len(p.parts), default=None)
+                settings[key] = (
+                    meta.settings[str(nearest)]
+                    if nearest is not None
+                    else RootSettings(max_file_bytes=DEFAULT_MAX_FILE_BYTES)
+                )
+        return dict(sorted(settings.items()))
+
+    def _walk(self, base: Path, limits: dict[Path, int]) -> WalkResult:
+        key = (str(base), tuple(sorted((str(r), n) for r, n in limits.items())))
+        if self._walked is None or self._walked[0] != key:
+            walk = walk_roots(
+                self.roots, base, max_file_bytes=DEFAULT_MAX_FILE_BYTES, wanted=_is_source, limits=limits
+            )
+            self._walked = (key, walk)
+        return self._walked[1]
+
+    def _overlaps(self, pending: Iterable[str]) -> bool:
+        """Whether an unfinished update (its marks) covers one of our roots, or lies inside one."""
+        return any(
+            root.is_relative_to(p) or Path(p).is_relative_to(root) for p in pending for root in self.roots
+        )
+
+    def current_report(self, plan: _Plan, started: float) -> UpdateReport:
+        """The report of an update that had nothing to write (nothing was written)."""
+        languages = dict(sorted(plan.meta.languages.items()))
+        return UpdateReport(
+            base=str(plan.base),
+            roots=plan.root_rels,
+            files=sum(s.files for s in languages.values()),
+            unchanged=len(plan.code) - len(plan.kept_skips),
+            chunks=sum(s.chunks for s in languages.values()),
+            languages=languages,
+            skipped=_skipped_files(plan.skipped),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+
+    # --- the update, under the lock ------------------------------------------------------------
+
     def run(self, started: float) -> UpdateReport:
-        walk = walk_roots(self.roots, self.base, max_file_bytes=self.max_file_bytes, wanted=_is_source)
-        stored = self.store.hgetall(keys.FILES_META)
-        code = [f for f in walk.files if language_for_path(f.rel) is not None]
-        report = UpdateReport(base=str(self.base), roots=self.root_rels, files=0)
-        # Unchanged files are recognised by the stored "mtime:size:" prefix, without decoding.
-        changed = [f for f in code if not stored.get(f.rel, "").startswith(f"{f.mtime_ns}:{f.size}:")]
-        tally = _Tally(report, list(walk.skipped), {f.rel for f in code})
+        # Under the lock, marks left in the store are those of writers that died midway.
+        stale = self.store.hkeys(keys.INDEX_PENDING)
+        mark = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()})
+        self.marks = sorted({*stale, *(str(root) for root in self.roots)})
+        self.store.hset(keys.INDEX_PENDING, {str(root): mark for root in self.roots})
+        plan = self.plan()  # read again: another writer may have changed the store meanwhile
+        self.force_tree = bool(stale) or plan.moves_base
+        if plan.moves_base:
+            self._rebase(plan.meta, plan.base)
+            plan = self.plan()
+        stored = plan.stored
+        report = UpdateReport(base=str(plan.base), roots=self.root_rels, files=0)
+        tally = _Tally(report, dict(plan.skipped), {f.rel for f in plan.code} - set(plan.kept_skips))
+        changed = plan.changed
         self.progress("parse", 0, len(changed))
         old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
         tasks = [
@@ -308,14 +522,74 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         gone = sorted(rel for rel in stored if rel not in tally.present and self._under_roots(rel))
         self._remove(gone, pending)
         report.removed = gone
-        report.unchanged = len(code) - len(changed)
+        report.unchanged = len(plan.code) - len(changed) - len(plan.kept_skips)
         report.symbols = len(tally.symbols)
         self._flush(pending)
         self._record_skipped(tally.skipped, report)
         self._backfill_units()
-        self._write_tree(stored, tally.new_fast, gone, report)
+        self._write_tree(plan, tally.new_fast, gone, report)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
+
+    def _rebase(self, meta: IndexMeta, new_base: Path) -> None:
+        """Re-key the whole index under a base above the stored one, in one batch (units kept)."""
+        prefix = Path(meta.base or ".").relative_to(new_base).as_posix()
+
+        def moved(rel: str) -> str:
+            return prefix if rel == "." else f"{prefix}/{rel}"
+
+        ids: dict[str, str] = {}
+        chunks: dict[str, str] = {}
+        symbols: dict[str, set[str]] = defaultdict(set)
+        for old_id, raw in self.store.hgetall(keys.CHUNKS).items():
+            chunk = Chunk.model_validate_json(raw)
+            tail = old_id[len(chunk.path) :] if old_id.startswith(chunk.path + "::") else None
+            new_id = moved(chunk.path) + tail if tail is not None else moved(old_id)
+            ids[old_id] = new_id
+            chunks[new_id] = chunk.model_copy(
+                update={"id": new_id, "path": moved(chunk.path)}
+            ).model_dump_json()
+            for symbol in chunk.symbols_defined:
+                symbols[symbol].add(new_id)
+        files: dict[str, str] = {}
+        blocks: dict[str, str] = {}
+        for rel, raw in self.store.hgetall(FILES).items():
+            record = FileMeta.model_validate_json(raw)
+            new_ids = tuple(ids.get(c, moved(c)) for c in record.chunk_ids)
+            record = record.model_copy(update={"path": moved(record.path), "chunk_ids": new_ids})
+            files[moved(rel)] = record.model_dump_json()
+            blocks[BlockTree.file_handle(record.path)] = BlockTree.file_block(record).model_dump_json()
+        units = {ids.get(c, moved(c)): n for c, n in self.store.hgetall(keys.UNITS).items()}
+        rekeyed = {
+            keys.CHUNKS: chunks,
+            keys.HANDLES: {chunk_handle(new_id): new_id for new_id in chunks},
+            keys.BLOCKS: blocks,
+            FILES: files,
+            keys.FILES_META: {moved(rel): v for rel, v in self.store.hgetall(keys.FILES_META).items()},
+            SKIPPED: {moved(rel): v for rel, v in self.store.hgetall(SKIPPED).items()},
+            keys.UNITS: units,
+            keys.UNIT_CHUNKS: {n: c for c, n in units.items()},
+        }
+        moved_meta = meta.model_copy(
+            update={
+                "base": str(new_base),
+                "roots": sorted(moved(r) for r in meta.roots),
+                "root_handles": [],  # the tree is rebuilt by this update's _write_tree
+                "tree_handles": [],
+                "generation": meta.generation + 1,
+            }
+        )
+        old_symbols = list(self.store.scan_keys(keys.SYMBOL_PREFIX))
+        self.progress("rebase", 0, 1)
+        with self.store.batch() as batch:
+            batch.delete(*rekeyed, *old_symbols)
+            for name, mapping in rekeyed.items():
+                for part in _parts(mapping):
+                    batch.hset(name, part)
+            for symbol, members in sorted(symbols.items()):
+                batch.sadd(keys.symbol_key(symbol), *sorted(members))
+            batch.set(keys.INDEX_META, moved_meta.model_dump_json())
+        self.progress("rebase", 1, 1)
 
     def _old_metas(self, rels: list[str]) -> dict[str, FileMeta]:
         raws = self.store.hmget(FILES, rels)
@@ -326,7 +600,9 @@ class _Updater:  # one update; split from Index so the look-up API stays small
     ) -> None:
         report = tally.report
         if result.skip is not None:
-            tally.skipped.append(Skipped(found.rel, *result.skip))
+            reason, detail = result.skip
+            stamp = f"{found.mtime_ns}:{found.size}"
+            tally.skipped[found.rel] = {"reason": str(reason), "detail": detail, "stamp": stamp}
             tally.present.discard(found.rel)
             return
         if result.same and old is not None:
@@ -416,18 +692,17 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         with self.store.batch() as batch:
             pending.apply_units(batch)
 
-    def _record_skipped(self, skipped: list[Skipped], report: UpdateReport) -> None:
+    def _record_skipped(self, skipped: dict[str, SkipRecord], report: UpdateReport) -> None:
         """Remember what was passed over and why (files once indexed were removed as gone)."""
-        skipped = [s for s in skipped if s.reason not in _CODE_ONLY or language_for_path(s.rel) is not None]
         previously = self.store.hkeys(SKIPPED)
-        now = {s.rel: json.dumps({"reason": str(s.reason), "detail": s.detail}) for s in skipped}
+        now = {rel: json.dumps(record) for rel, record in sorted(skipped.items())}
         stale = [rel for rel in previously if rel not in now and self._under_roots(rel)]
         with self.store.batch() as batch:
             if stale:
                 batch.hdel(SKIPPED, *stale)
             if now:
                 batch.hset(SKIPPED, now)
-        report.skipped = [SkippedFile(path=s.rel, reason=str(s.reason), detail=s.detail) for s in skipped]
+        report.skipped = _skipped_files(skipped)
 
     def _flush(self, pending: _Pending) -> None:
         self._number_units(pending)
@@ -435,41 +710,45 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             pending.apply(batch)
 
     def _write_tree(
-        self, stored: dict[str, str], new_fast: dict[str, FastMeta], gone: list[str], report: UpdateReport
+        self, plan: _Plan, new_fast: dict[str, FastMeta], gone: list[str], report: UpdateReport
     ) -> None:
-        """Directory and repository blocks (P17) and the totals, touching only what changed.
+        """Directory and repository blocks (P17), the totals and the settings, touching only what
+        changed, and the end of this update's marks.
 
-        Files added or removed (or a new root) rebuild the tree; edits only adjust the token sizes
-        of the edited files' ancestors; an update that changed nothing writes only the timestamp.
+        Files added or removed, a new root, or an unfinished earlier update rebuild the tree; edits
+        only adjust the token sizes of the edited files' ancestors.
         """
-        all_roots = sorted(set(self.meta.roots) | set(self.root_rels))
-        meta = self.meta.model_copy(
+        stored, old_meta = plan.stored, plan.meta
+        all_roots = sorted(set(old_meta.roots) | set(self.root_rels))
+        meta = old_meta.model_copy(
             update={
-                "base": str(self.base),
+                "base": str(plan.base),
                 "roots": all_roots,
-                "last_update": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "settings": plan.settings,
+                "last_update": _now(),
             }
         )
         added = any(rel not in stored for rel in new_fast)
-        if report.parsed or gone or all_roots != self.meta.roots:
-            meta.generation = self.meta.generation + 1  # derived caches (selection catalog) key on it
-        meta.instance = self.meta.instance or uuid.uuid4().hex
+        rebuild = added or gone or all_roots != old_meta.roots or not old_meta.root_handles or self.force_tree
+        if report.parsed or gone or all_roots != old_meta.roots or self.force_tree:
+            meta.generation = old_meta.generation + 1  # derived caches (selection catalog) key on it
+        meta.instance = old_meta.instance or uuid.uuid4().hex
         writes: dict[str, str] = {}
         dead: list[str] = []
-        if added or gone or all_roots != self.meta.roots or not self.meta.root_handles:
+        if rebuild:
             kept = {rel: FastMeta.decode(value) for rel, value in stored.items() if rel not in gone}
             kept.update(new_fast)
             tree = BlockTree.build(all_roots, {rel: fast.tokens for rel, fast in kept.items()})
             blocks = tree.blocks()
             current = self.store.hmget(keys.BLOCKS, list(blocks))
             writes = {h: b for (h, b), old in zip(blocks.items(), current, strict=True) if old != b}
-            dead = sorted(set(self.meta.tree_handles) - set(blocks))
+            dead = sorted(set(old_meta.tree_handles) - set(blocks))
             meta.root_handles, meta.tree_handles = tree.root_handles, sorted(blocks)
             meta.languages = _totals(kept)
         elif new_fast:
             old = {rel: FastMeta.decode(stored[rel]) for rel in new_fast}
             writes = self._adjusted_ancestors(all_roots, new_fast, old)
-            meta.languages = _apply_deltas(self.meta.languages, new_fast, old)
+            meta.languages = _apply_deltas(old_meta.languages, new_fast, old)
         report.languages = dict(sorted(meta.languages.items()))
         report.files = sum(s.files for s in meta.languages.values())
         report.chunks = sum(s.chunks for s in meta.languages.values())
@@ -479,6 +758,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             if writes:
                 batch.hset(keys.BLOCKS, writes)
             batch.set(keys.INDEX_META, meta.model_dump_json())
+            batch.hdel(keys.INDEX_PENDING, *self.marks)
 
     def _adjusted_ancestors(
         self, roots: list[str], new: dict[str, FastMeta], old: dict[str, FastMeta]
@@ -499,6 +779,39 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                     update={"tokens": block.tokens + deltas[handle]}
                 ).model_dump_json()
         return writes
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _parts(mapping: Mapping[str, str], size: int = _FIELDS_PER_WRITE) -> Iterator[dict[str, str]]:
+    items = list(mapping.items())
+    for start in range(0, len(items), size):
+        yield dict(items[start : start + size])
+
+
+def _walk_skips(skipped: Sequence[Skipped]) -> dict[str, SkipRecord]:
+    """The walk's skips as records (a too-large file is news only when it is code)."""
+    return {
+        s.rel: {"reason": str(s.reason), "detail": s.detail}
+        for s in skipped
+        if s.reason not in _CODE_ONLY or language_for_path(s.rel) is not None
+    }
+
+
+def _still_skipped(found: FoundFile, record: SkipRecord) -> bool:
+    """A file skipped for its content, unchanged since (an unreadable one must still be unreadable)."""
+    if record.get("reason") not in _CONTENT_SKIPS or record.get("stamp") != f"{found.mtime_ns}:{found.size}":
+        return False
+    return record["reason"] != SkipReason.UNREADABLE or not os.access(found.path, os.R_OK)
+
+
+def _skipped_files(records: Mapping[str, SkipRecord]) -> list[SkippedFile]:
+    return [
+        SkippedFile(path=path, reason=record["reason"], detail=record["detail"])
+        for path, record in sorted(records.items())
+    ]
 
 
 def _totals(files: dict[str, FastMeta]) -> dict[str, LanguageStats]:
@@ -526,8 +839,8 @@ def _is_source(name: str) -> bool:
     return language_for_path(name) is not None
 
 
-def _index(store: Store, tokenizer: str, workers: int | None) -> Index:
-    return Index(store, tokenizer=tokenizer, workers=workers)
+def _index(store: Store, tokenizer: str, workers: int | None, scope: tuple[str, ...] = ()) -> Index:
+    return Index(store, tokenizer=tokenizer, workers=workers, scope=scope)
 
 
 def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:
@@ -543,17 +856,8 @@ def _resolve_roots(roots: Sequence[str | Path]) -> list[Path]:
 
 
 def _base(roots: Sequence[Path], stored: str | None) -> Path:
-    common = Path(os.path.commonpath([str(r) for r in roots]))
-    if stored is None:
-        return common
-    base = Path(stored)
-    for root in roots:
-        if not (root == base or root.is_relative_to(base)):
-            raise UsageError(
-                f"this store indexes files under {base}; root {root} lies outside it. "
-                "Index it into another store (--store sqlite:///other.db) or start a fresh one."
-            )
-    return base
+    """The common parent of the roots and the stored base (S1: any number of roots, anywhere)."""
+    return Path(os.path.commonpath([str(r) for r in roots] + ([stored] if stored is not None else [])))
 
 
 def _rel_or_dot(path: Path, base: Path) -> str:

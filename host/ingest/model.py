@@ -6,7 +6,16 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FastMeta", "FileMeta", "IndexMeta", "IndexStatus", "LanguageStats", "SkippedFile", "UpdateReport"]
+__all__ = [
+    "FastMeta",
+    "FileMeta",
+    "IndexMeta",
+    "IndexStatus",
+    "LanguageStats",
+    "RootSettings",
+    "SkippedFile",
+    "UpdateReport",
+]
 
 
 class FileMeta(BaseModel):
@@ -66,17 +75,29 @@ class LanguageStats(BaseModel):
     lines: int = 0
 
 
+class RootSettings(BaseModel):
+    """How a root was indexed (issue 13 item 17): re-indexing it from select, pcr or a session
+    reuses these, so it sees the same files `pagedctx index` admitted; an explicit value replaces them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_file_bytes: int = Field(ge=1, description="files larger than this are skipped (too_large)")
+
+
 class IndexMeta(BaseModel):
-    """The index's own record (`pagedctx/index`): its base, roots and tree handles."""
+    """The index's own record (`pagedctx/index`): its base, roots, their settings and tree handles."""
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str | None = None
+    base: str | None = Field(default=None, description="common parent of every root indexed so far")
     roots: list[str] = Field(default_factory=list)
+    settings: dict[str, RootSettings] = Field(
+        default_factory=dict, description="absolute root path -> the settings it is indexed with"
+    )
     root_handles: list[str] = Field(default_factory=list)
     tree_handles: list[str] = Field(default_factory=list)
     languages: dict[str, LanguageStats] = Field(default_factory=dict, description="totals, kept by deltas")
-    last_update: str | None = None
+    last_update: str | None = Field(default=None, description="time of the last update that wrote")
     generation: int = Field(default=0, ge=0, description="bumped by every update that changed the chunks")
     instance: str = Field(default="", description="random id of this index, set by its first update")
 
@@ -124,3 +145,6 @@ class IndexStatus(BaseModel):
     languages: dict[str, LanguageStats]
     skipped: list[SkippedFile]
     last_update: str | None
+    settings: dict[str, RootSettings] = Field(
+        default_factory=dict, description="absolute root path -> the settings it is indexed with"
+    )

@@ -5,7 +5,10 @@ modification time (no content is read here, so an unchanged tree costs one `stat
 What it passes over and why:
 - ignored: matched by a `.gitignore` on the way down (nested files apply to their subtree, deeper
   ones win, `!negations` honoured), or a version-control / pagedctx folder (`.git`, `.hg`, `.svn`,
-  `.pagedctx`): not reported, as git does not report them either;
+  `.pagedctx`): not reported, as git does not report them either. `.gitignore` files above a root
+  apply from the top of the root's repository (the nearest folder at or above it holding `.git`)
+  down, as git applies them, and none when the root is in no repository: what a root holds never
+  depends on which other roots share its store (and so its base);
 - `symlink_outside`: a link that resolves outside every root (never followed);
 - `symlink_loop`: a link to a folder already being walked, or a link that cannot be resolved;
 - `too_large`: over the size limit;
@@ -18,7 +21,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,26 +70,34 @@ class WalkResult:
 
 @dataclass(frozen=True, slots=True)
 class _Ignore:
-    """A .gitignore and the folder (relative to the base, '' for the base) it applies to."""
+    """A .gitignore and the folder (relative to the base, '' for the base) it applies to.
+
+    A .gitignore above the base (a root inside a repository) has folder '' and `lead`, the base's
+    path below its folder, so its patterns see paths as git does: from the repository's top.
+    """
 
     folder: str
     spec: pathspec.GitIgnoreSpec
+    lead: str = ""
 
 
-def _load_gitignore(directory: str | Path, folder_rel: str) -> _Ignore | None:
+def _load_gitignore(directory: str | Path, folder_rel: str, lead: str = "") -> _Ignore | None:
     try:
         with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return None
     spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
-    return _Ignore(folder_rel, spec) if len(spec.patterns) else None
+    return _Ignore(folder_rel, spec, lead) if len(spec.patterns) else None
 
 
 def _ignored(ignores: Sequence[_Ignore], rel: str, is_dir: bool) -> bool:
     """Git's rule: the deepest .gitignore with a matching pattern decides; its last match wins."""
     for ignore in reversed(ignores):
-        inner = rel[len(ignore.folder) + 1 :] if ignore.folder else rel
+        if ignore.lead:
+            inner = f"{ignore.lead}/{rel}"
+        else:
+            inner = rel[len(ignore.folder) + 1 :] if ignore.folder else rel
         result = ignore.spec.check_file(inner + "/" if is_dir else inner)
         if result.include is not None:
             return result.include
@@ -113,21 +124,40 @@ class _Walk:
     active: set[str] = field(default_factory=set)
 
 
+def _repository_top(root: Path) -> Path | None:
+    """The nearest folder at or above `root` holding `.git` (None: `root` is in no repository)."""
+    for folder in (root, *root.parents):
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+    return None
+
+
 def walk_roots(
-    roots: Sequence[Path], base: Path, *, max_file_bytes: int, wanted: Callable[[str], bool] | None = None
+    roots: Sequence[Path],
+    base: Path,
+    *,
+    max_file_bytes: int,
+    wanted: Callable[[str], bool] | None = None,
+    limits: Mapping[Path, int] | None = None,
 ) -> WalkResult:
     """Every indexable file under `roots` (absolute, under `base`), sorted by relative path.
 
     `wanted(name)`, when given, picks the files worth a `stat` by their name (e.g. known source
-    suffixes): on a large tree most of a no-op update's time is stat calls.
+    suffixes): on a large tree most of a no-op update's time is stat calls. `limits` gives some
+    roots their own size limit instead of `max_file_bytes`.
     """
     walk = _Walk(base, [str(root.resolve()) for root in roots], max_file_bytes, WalkResult(), wanted=wanted)
     for root in roots:
+        walk.max_file_bytes = (limits or {}).get(root, max_file_bytes)
         ignores: list[_Ignore] = []
-        # .gitignore files between the base and the root apply too (a root inside a repository).
-        for ancestor in reversed([root, *root.parents]):
-            if ancestor != root and (ancestor == base or ancestor.is_relative_to(base)):
-                found = _load_gitignore(ancestor, "" if ancestor == base else _rel(base, ancestor))
+        # .gitignore files above the root apply up to its repository's top, as git applies them.
+        top = _repository_top(root)
+        for ancestor in reversed(root.parents):
+            if top is not None and ancestor.is_relative_to(top):
+                if ancestor.is_relative_to(base):
+                    found = _load_gitignore(ancestor, "" if ancestor == base else _rel(base, ancestor))
+                else:
+                    found = _load_gitignore(ancestor, "", lead=_rel(ancestor, base))
                 if found is not None:
                     ignores.append(found)
         real = str(root.resolve())

@@ -8,6 +8,7 @@ __all__ = [
     "FILES_META",
     "HANDLES",
     "INDEX_META",
+    "INDEX_PENDING",
     "SOLUTIONS",
     "SYMBOL_PREFIX",
     "UNITS",
@@ -25,7 +26,8 @@ HANDLES = "pagedctx/handles"  # hash: chunk PBlock handle -> chunk id (chunk blo
 UNITS = "pagedctx/units"  # hash: chunk id -> unit number (PCES `u<ID>`; never reused)
 UNIT_CHUNKS = "pagedctx/unit_chunks"  # hash: unit number -> chunk id
 UNIT_NEXT = "pagedctx/unit_next"  # string: the next unit number to hand out
-INDEX_META = "pagedctx/index"  # hash: base, roots, last update, counts
+INDEX_META = "pagedctx/index"  # string: IndexMeta JSON (base, roots, settings, last update, counts)
+INDEX_PENDING = "pagedctx/index_pending"  # hash: absolute root -> the writer updating it (cleared at the end)
 
 
 def symbol_key(symbol: str) -> str:

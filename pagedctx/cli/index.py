@@ -25,14 +25,30 @@ def index(
     roots: list[Path] = typer.Argument(
         None, help="Root directories to index (several roots share one tree)."
     ),
+    *,
     store: str | None = typer.Option(
         None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
     ),
     status: bool = typer.Option(False, "--status", help="Show what the store holds and exit."),
-    max_file_size: int = typer.Option(1 << 20, "--max-file-size", help="Skip larger files (bytes)."),
+    max_file_size: int | None = typer.Option(
+        None,
+        "--max-file-size",
+        min=1,
+        help="Skip larger files (bytes). Kept for these roots; default: their last setting, else 1048576.",
+    ),
+    wait: float | None = typer.Option(
+        None,
+        "--wait",
+        min=0,
+        help="Seconds to wait while another process updates the index (default: PAGEDCTX_INDEX_WAIT or 60).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
 ) -> None:
-    """Index ROOTS (re-parsing only files whose content changed), or show --status."""
+    """Index ROOTS (re-parsing only files whose content changed), or show --status.
+
+    One store holds any number of roots, anywhere on disk. Each root keeps its settings: `select
+    --repo`, `pcr --repo` and `run --repo` re-index it with them.
+    """
     from pagedctx.config import load_config
     from pagedctx.errors import PagedctxError
     from pagedctx.host.ingest.index import Index
@@ -45,7 +61,7 @@ def index(
             return
         if not roots:
             raise typer.BadParameter("name at least one ROOT, or pass --status")
-        report = _run_update(idx, [str(r) for r in roots], max_file_size, show_progress=not as_json)
+        report = _run_update(idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json)
         warmed = _warm_selection(idx)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)
@@ -65,11 +81,13 @@ def _warm_selection(idx: Index) -> str:
     return f"{load.source} in {load.seconds:.2f} s"
 
 
-def _run_update(idx: Index, roots: list[str], max_file_size: int, *, show_progress: bool) -> UpdateReport:
+def _run_update(
+    idx: Index, roots: list[str], max_file_size: int | None, wait: float | None, *, show_progress: bool
+) -> UpdateReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not show_progress:
-        return idx.update(roots, max_file_bytes=max_file_size)
+        return idx.update(roots, max_file_bytes=max_file_size, wait_seconds=wait)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -83,7 +101,12 @@ def _run_update(idx: Index, roots: list[str], max_file_size: int, *, show_progre
         def progress(phase: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        return idx.update(roots, max_file_bytes=max_file_size, progress=progress)
+        def waiting(message: str) -> None:  # data, never rich markup
+            bar.console.print(f"pagedctx: {message}", markup=False, highlight=False)
+
+        return idx.update(
+            roots, max_file_bytes=max_file_size, progress=progress, wait_seconds=wait, on_wait=waiting
+        )
 
 
 def _print_report(report: UpdateReport) -> None:
@@ -130,6 +153,13 @@ def _print_status(status: IndexStatus, as_json: bool) -> None:
     for language, stats in status.languages.items():
         table.add_row(language, str(stats.files), str(stats.chunks), str(stats.lines))
     console.print(table)
-    console.print(f"roots: {', '.join(status.roots) or 'none'}; last update: {status.last_update or 'never'}")
+    console.print(
+        f"roots: {', '.join(status.roots) or 'none'}; last update: {status.last_update or 'never'}",
+        markup=False,
+    )
+    for root, settings in status.settings.items():
+        console.print(
+            f"{root}: max file size {settings.max_file_bytes:,} bytes", markup=False, highlight=False
+        )
     if status.skipped:
         console.print(f"skipped: {len(status.skipped)} (see --json for reasons)")

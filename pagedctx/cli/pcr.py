@@ -24,14 +24,16 @@ def _read_request(file: str) -> str:
 
 def pcr(
     request_file: str = typer.Argument("-", help="The PCR request: a file, or '-' for stdin."),
-    repo: Path | None = typer.Option(None, "--repo", help="Index ROOT first (only changed files re-parse)."),
+    repo: Path | None = typer.Option(
+        None, "--repo", help="Index ROOT first (only changed files re-parse) and answer from it alone."
+    ),
     store: str | None = typer.Option(
         None, "--store", help="sqlite:///path/state.db or redis://host:port/db."
     ),
 ) -> None:
     """Print the PCES answer (`<pcir>`) to a PCR request; a malformed request exits 2."""
     from pagedctx.config import load_config
-    from pagedctx.errors import PagedctxError
+    from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.pces.engine import answer_text
 
@@ -40,7 +42,12 @@ def pcr(
         config = load_config(overrides={"store": store})
         index = Index.open(config.store_url, tokenizer=config.tokenizer)
         if repo is not None:
-            index.update([str(repo)])
+            if not repo.is_dir():
+                raise UsageError(f"--repo {repo} is not a directory")
+            index.update([str(repo)])  # with the settings the index keeps for ROOT; no lock when current
+        index.require()  # no index: the same usage error as `select` (C4 `missing` is for refs)
+        if repo is not None:
+            index = index.within([repo])  # the store may hold other repositories: answer from ROOT
         output = answer_text(index, text)
     except PagedctxError as exc:
         typer.echo(f"error: {exc.message}", err=True)

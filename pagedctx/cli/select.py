@@ -86,9 +86,8 @@ def select(
         if repo is not None:
             if not repo.is_dir():
                 raise UsageError(f"--repo {repo} is not a directory")
-            index.update([str(repo)])
-        if not index.meta().base:
-            raise UsageError("the store holds no index yet: pass --repo ROOT, or run `pagedctx index ROOT`")
+            index.update([str(repo)])  # with the settings the index keeps for ROOT; no lock when current
+        index.require()
         scope = index.scope_of([repo]) if repo is not None else ()
         selection = select_context(index, intent, config.budget, scope=scope, policy=chosen)
         if output_format is Format.text:
