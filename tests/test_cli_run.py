@@ -192,3 +192,14 @@ def test_cites_are_the_session_pages_the_answer_names() -> None:
     assert cited_pages(text, state) == ["0a1b2c3d", "feba9599"]
     assert answer_contract(None, state) is None
     assert answer_contract(text, state) == {"text": text, "cites": ["0a1b2c3d", "feba9599"]}
+
+
+def test_index_prints_paths_with_markup_like_names_intact(tmp_path: Path) -> None:
+    """Issue 13 item 10: a folder named `[bold]proj` and a skipped `[red]bad.py` are data, not markup."""
+    root = tmp_path / "[bold]proj"
+    root.mkdir()
+    (root / "ok.py").write_text("def f():\n    return 1\n")
+    (root / "[red]bad.py").write_bytes(b"\xff\xfe not utf-8")
+    result = CliRunner().invoke(app, ["index", str(root), "--store", f"sqlite:///{tmp_path / 's.db'}"])
+    assert result.exit_code == 0, result.output
+    assert "[red]bad.py" in result.stderr  # a skipped file's path, in the table

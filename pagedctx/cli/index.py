@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from pagedctx.cli.common import stderr_console
 
-    return Console(stderr=True)
+    return stderr_console()  # paths and reasons are data, never rich markup (issue 13 item 10)
 
 
 def index(

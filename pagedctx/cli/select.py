@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
+
 if TYPE_CHECKING:
     from pagedctx.host.select.model import Selection
 
@@ -58,7 +60,12 @@ def _policy(name: str, models: dict[str, Any]) -> Any:
 
 def select(
     *,
-    intent: str = typer.Option(..., "--intent", help="The change the context is for."),
+    intent: str = typer.Option(
+        ...,
+        "--intent",
+        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD (issue 13 item 12)
+        help="The change the context is for.",
+    ),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget (default: config budget)."),
     repo: Path | None = typer.Option(
         None, "--repo", help="Index ROOT first (only changed files re-parse) and select from it alone."
