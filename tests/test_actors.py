@@ -107,6 +107,7 @@ def test_ray_and_inproc_runtimes_give_identical_sessions(
     assert len(remote.rounds) > 1
 
 
+@pytest.mark.slow
 def test_killed_actors_are_replaced_and_the_session_goes_on(
     ray_cluster: None,
     inputs: SessionInputs,  # noqa: F811
@@ -129,6 +130,7 @@ def test_killed_actors_are_replaced_and_the_session_goes_on(
 RESTART_WARNING = "has constructor arguments in the object store and max_restarts > 0"
 
 
+@pytest.mark.slow
 def test_a_long_dialogue_reaches_the_router_by_reference(
     ray_cluster: None,
     tmp_path: Path,

@@ -675,6 +675,7 @@ FRAGMENTS = st.sampled_from(
 FUZZ_TEXTS = st.one_of(st.text(), st.lists(FRAGMENTS, max_size=40).map("".join))
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(FUZZ_TEXTS)
 def test_fuzz_parse_instructions_only_bus_faults(text: str) -> None:
@@ -723,6 +724,7 @@ ENVELOPES = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(st.one_of(JSON_VALUES, ENVELOPES))
 def test_fuzz_parse_worker_output_only_bus_faults(value: object) -> None:

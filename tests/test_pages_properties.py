@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -152,4 +153,4 @@ def _shift(page: Page, offset: int) -> Page:
 
 
 ZoomMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=30, deadline=None)
-TestZoomMachine = ZoomMachine.TestCase
+TestZoomMachine = pytest.mark.slow(ZoomMachine.TestCase)

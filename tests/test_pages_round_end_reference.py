@@ -9,6 +9,7 @@ their iteration orders and the reported changes must be identical.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 from hypothesis.stateful import rule
 from test_pages_properties import ZoomMachine
@@ -123,4 +124,4 @@ class RoundEndReference(ZoomMachine):
 
 
 RoundEndReference.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
-TestRoundEndReference = RoundEndReference.TestCase
+TestRoundEndReference = pytest.mark.slow(RoundEndReference.TestCase)

@@ -472,6 +472,7 @@ _PCR_LINES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=2000)
 @given(st.one_of(st.text(), st.lists(_PCR_LINES, max_size=14).map("\n".join)))
 def test_fuzz_parse_pcr_raises_only_pcr_syntax_errors(text: str) -> None:
@@ -960,6 +961,7 @@ def _evidence(draw: st.DrawFn) -> Evidence:
     return Evidence(ref=ref, view=view, source=source, content=content)
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(st.lists(_evidence(), min_size=1, max_size=4))
 def test_render_parse_round_trip(evidence: list[Evidence]) -> None:
@@ -971,6 +973,7 @@ def test_render_parse_round_trip(evidence: list[Evidence]) -> None:
     assert text.count("\n<evidence>\n") == len(evidence)  # no code line can open or close structure
 
 
+@pytest.mark.slow
 @settings(max_examples=2000)
 @given(
     st.one_of(

@@ -176,6 +176,7 @@ def documents(draw: st.DrawFn) -> PagedContextDocument:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(documents())
 def test_render_parse_render_is_identical(doc: PagedContextDocument) -> None:

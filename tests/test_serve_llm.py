@@ -98,6 +98,7 @@ PLACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("profile", ["single-gpu", "multi-gpu"])
 def test_the_deployments_are_placed_on_the_profiles_gpus(profile: str) -> None:

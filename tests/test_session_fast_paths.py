@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
@@ -194,4 +195,4 @@ class HostFastPaths(ZoomMachine):
 
 
 HostFastPaths.TestCase.settings = settings(max_examples=120, stateful_step_count=25, deadline=None)
-TestHostFastPaths = HostFastPaths.TestCase
+TestHostFastPaths = pytest.mark.slow(HostFastPaths.TestCase)

@@ -158,7 +158,7 @@ class TraceMachine(ZoomMachine):
 
 
 TraceMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
-test_trace_recorder_matches_full_walks = TraceMachine.TestCase
+test_trace_recorder_matches_full_walks = pytest.mark.slow(TraceMachine.TestCase)
 
 
 def test_a_session_trace_lists_only_what_each_round_changed(tmp_path: Path) -> None:

@@ -296,6 +296,7 @@ def png_pixels(path: Path) -> np.ndarray:
     return out.reshape(height, width, bpp)[:, :, :3]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None:
     """Issue 6 item 8 (P3, P7): a real browser draws the boxes in their view colours and runs the stepper."""
