@@ -72,22 +72,15 @@ def _line(line: str) -> RunnerCounts | None:
             failed=c.get("failed", 0) + c.get("error", 0) + c.get("errors", 0),
             skipped=c.get("skipped", 0) + c.get("xfailed", 0),
         )
-    if found := _JEST.match(line):
-        c = _pairs(found.group(1))
-        return RunnerCounts(
-            runner="jest",
-            passed=c.get("passed", 0),
-            failed=c.get("failed", 0),
-            skipped=c.get("skipped", 0) + c.get("todo", 0),
-        )
-    if found := _VITEST.match(line):
-        c = _pairs(found.group(1))
-        return RunnerCounts(
-            runner="vitest",
-            passed=c.get("passed", 0),
-            failed=c.get("failed", 0),
-            skipped=c.get("skipped", 0) + c.get("todo", 0),
-        )
+    for runner, pattern in (("jest", _JEST), ("vitest", _VITEST)):
+        if found := pattern.match(line):
+            c = _pairs(found.group(1))
+            return RunnerCounts(
+                runner=runner,
+                passed=c.get("passed", 0),
+                failed=c.get("failed", 0),
+                skipped=c.get("skipped", 0) + c.get("todo", 0),
+            )
     if found := _CARGO.match(line):
         passed, failed, ignored = (int(g) for g in found.groups())
         return RunnerCounts(runner="cargo", passed=passed, failed=failed, skipped=ignored)
