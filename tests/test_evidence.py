@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
-import subprocess
-import sys
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from evidence_project import CALC, PYTEST, contract_for, project, task_for
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
@@ -21,54 +18,11 @@ from pagedctx.evidence.collector import collect, snapshot
 from pagedctx.evidence.export import schema_documents
 from pagedctx.evidence.query import query_evidence
 from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
-from pagedctx.evidence.schemas import Acceptance, FailClass, SubmitV1, TaskContract
+from pagedctx.evidence.schemas import FailClass, SubmitV1
 from pagedctx.evidence.secrets import redact
-from pagedctx.evidence.task import Pins, TaskInput
+from pagedctx.evidence.task import TaskInput
 from pagedctx.evidence.validator import validate_evidence
 from pagedctx.evidence.verdict import judge
-
-CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-TESTS = (
-    "import pytest\n\nfrom calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-    "def test_sub():\n    assert sub(5, 3) == 2\n\n\n"
-    "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n"
-)
-# no third-party plugins in the fixture's own pytest: 0.2 s a run instead of 1 s
-PYTEST = (
-    f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider "
-    "--junitxml=$PAGEDCTX_REPORTS/junit.xml"
-)
-
-
-def project(tmp_path: Path, *, git: bool = True) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir(parents=True)
-    (root / "calc.py").write_text(CALC)
-    (root / "test_calc.py").write_text(TESTS)
-    (root / "docs").mkdir()
-    (root / "docs" / "notes.md").write_text("notes\n")
-    if git:
-        for command in (
-            ["init", "-q"],
-            ["add", "-A"],
-            ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
-        ):
-            subprocess.run(["git", *command], cwd=root, check=True)
-    return root
-
-
-def task_for(root: Path) -> TaskInput:
-    pins = Pins(allowed_paths=("calc.py", "test_calc.py", "new/"), forbidden_paths=("docs/",))
-    task_id = str(uuid.uuid5(uuid.NAMESPACE_URL, str(root)))
-    return TaskInput(task_id=task_id, goal="make add add", role="engineer", pins=pins, files=("calc.py",))
-
-
-def contract_for(task: TaskInput, **acceptance: tuple[str, ...]) -> TaskContract:
-    chosen = acceptance or {
-        "fail_to_pass": ("test_calc.py::test_add",),
-        "pass_to_pass": ("test_calc.py::test_sub",),
-    }
-    return TaskContract(task_id=task.task_id, acceptance=Acceptance(**chosen), test_commands=(PYTEST,))
 
 
 def run(

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_evidence import CALC, PYTEST, contract_for, project, task_for
+from evidence_project import CALC, PYTEST, contract_for, project, task_for
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
