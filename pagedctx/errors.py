@@ -23,13 +23,19 @@ Rules (STYLE.md, "Errors"): foreign exceptions (lxml, redis, tree-sitter, Ray) a
 edge module that calls the foreign library; constructors never log; every exception pickles (it may
 cross a Ray boundary) and has a JSON form (`to_dict`) for traces and CLI output.
 
+Both come from one declaration: a class names its keyword-only constructor arguments in `fields`
+(its parent's first, then its own), stores each under the same attribute name, and
+`PagedctxError.__reduce__` and `to_dict` are derived from that tuple. A subclass adds fields and an
+`__init__`, never a `__reduce__` or a `to_dict` of its own (tests/test_errors.py round-trips every
+subclass there is).
+
 This module is the lowest layer: it imports nothing of ours.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "BackendError",
@@ -110,20 +116,51 @@ class SourcePosition:
 
 
 class PagedctxError(Exception):
-    """Base of every pagedctx exception."""
+    """Base of every pagedctx exception.
 
-    kind: str = "error"
+    `fields` names the keyword-only arguments of the constructor, each kept as the attribute of the
+    same name: pickling passes them back to the constructor, `to_dict` writes them after `kind`,
+    `type` and `message`. A subclass's tuple extends its parent's (checked when the class is made).
+    """
+
+    kind: ClassVar[str] = "error"
+    fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__mro__[1:]:
+            if issubclass(base, PagedctxError) and base.fields != cls.fields[: len(base.fields)]:
+                raise TypeError(
+                    f"{cls.__name__}.fields must start with {base.__name__}.fields {base.fields!r}, "
+                    f"got {cls.fields!r}"
+                )
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.message,))
+        # Pickle passes only positional arguments; the fields are keyword-only, hence _rebuild.
+        return (_rebuild, (type(self), self.message, {name: getattr(self, name) for name in self.fields}))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form used in traces and CLI output."""
-        return {"kind": self.kind, "type": type(self).__name__, "message": self.message}
+        """The JSON form used in traces and CLI output: kind, type, message, then the fields."""
+        head: dict[str, Any] = {"kind": self.kind, "type": type(self).__name__, "message": self.message}
+        return head | {name: _json_value(getattr(self, name)) for name in self.fields}
+
+
+def _json_value(value: Any) -> Any:
+    """A field's JSON form: a position as its dict, an enum (a fail code) as its plain value."""
+    if isinstance(value, SourcePosition):
+        return value.to_dict()
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _rebuild(cls: type[PagedctxError], message: str, state: dict[str, Any]) -> PagedctxError:
+    """Unpickle an exception: its message positionally, its declared fields by keyword."""
+    return cls(message, **state)
 
 
 class UsageError(PagedctxError):
@@ -148,34 +185,25 @@ class InputFormatError(UsageError):
     """An input file that does not follow its format; `path` and `line` (1-based) say where."""
 
     kind = "input_format_error"
+    fields = ("path", "line")
 
     def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.line = line
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, {"path": self.path, "line": self.line}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "path": self.path, "line": self.line}
-
 
 class ProtocolFault(PagedctxError):
     """A document or answer that breaks a protocol contract; carries its fail code (E2)."""
 
     kind = "protocol_fault"
-    default_code: FailCode = FailCode.SCHEMA_VIOLATION
+    # Annotated, or mypy takes the type to be a 1-tuple and refuses the subclasses' longer ones.
+    fields: ClassVar[tuple[str, ...]] = ("code",)
+    default_code: ClassVar[FailCode] = FailCode.SCHEMA_VIOLATION
 
     def __init__(self, message: str, *, code: FailCode | None = None) -> None:
         super().__init__(message)
         self.code = code if code is not None else self.default_code
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, {"code": self.code}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "code": str(self.code)}
 
 
 class BusFault(ProtocolFault):
@@ -186,6 +214,7 @@ class BusFault(ProtocolFault):
     """
 
     kind = "bus_fault"
+    fields = (*ProtocolFault.fields, "position", "expected", "found")
 
     def __init__(
         self,
@@ -201,23 +230,12 @@ class BusFault(ProtocolFault):
         self.expected = expected
         self.found = found
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        state = {"code": self.code, "position": self.position, "expected": self.expected, "found": self.found}
-        return (_rebuild, (type(self), self.message, state))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **super().to_dict(),
-            "position": self.position.to_dict() if self.position is not None else None,
-            "expected": self.expected,
-            "found": self.found,
-        }
-
 
 class ContextFormatError(ProtocolFault):
     """A <PagedContext> document that is not well-formed or does not match the shipped schema."""
 
     kind = "context_format_error"
+    fields = (*ProtocolFault.fields, "line", "column")
 
     def __init__(
         self,
@@ -231,32 +249,18 @@ class ContextFormatError(ProtocolFault):
         self.line = line
         self.column = column
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (type(self), self.message, {"code": self.code, "line": self.line, "column": self.column}),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "line": self.line, "column": self.column}
-
 
 class EnvelopeViolation(ProtocolFault):
     """A module answer that breaks the v2.2 envelope contract; `violations` lists every broken rule."""
 
     kind = "envelope_violation"
+    fields = (*ProtocolFault.fields, "violations")
 
     def __init__(
         self, message: str, *, violations: list[dict[str, str]] | None = None, code: FailCode | None = None
     ) -> None:
         super().__init__(message, code=code)
         self.violations = list(violations or [])
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, {"code": self.code, "violations": self.violations}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "violations": self.violations}
 
 
 class ScopeConflict(ProtocolFault):
@@ -284,25 +288,15 @@ class BudgetError(PagedctxError):
     """
 
     kind = "budget_error"
+    fields = ("budget", "minimum")
 
     def __init__(self, message: str, *, budget: int, minimum: int) -> None:
         super().__init__(message)
         self.budget = budget
         self.minimum = minimum
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, {"budget": self.budget, "minimum": self.minimum}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "budget": self.budget, "minimum": self.minimum}
-
 
 class TokenizerError(PagedctxError):
     """A tokenizer could not be loaded (missing file, missing optional package) or used."""
 
     kind = "tokenizer_error"
-
-
-def _rebuild(cls: type[PagedctxError], message: str, state: dict[str, Any]) -> PagedctxError:
-    """Unpickle an exception with keyword-only fields (pickle passes only positional args)."""
-    return cls(message, **state)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, NoReturn, Self, get_args
+from typing import Annotated, Literal, NoReturn, Self, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -111,6 +111,7 @@ class PcesFormatError(ProtocolFault):
     """A PCES document that `render_pces` could not have written; `line` is 1-based (C1)."""
 
     kind = "pces_format_error"
+    fields = (*ProtocolFault.fields, "line", "expected", "found")
 
     def __init__(
         self, message: str, *, line: int, expected: str, found: str = "", code: FailCode | None = None
@@ -119,18 +120,6 @@ class PcesFormatError(ProtocolFault):
         self.line = line
         self.expected = expected
         self.found = found
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        state = {"line": self.line, "expected": self.expected, "found": self.found, "code": self.code}
-        return (_rebuild, (type(self), self.message, state))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "line": self.line, "expected": self.expected, "found": self.found}
-
-
-def _rebuild(cls: type[PcesFormatError], message: str, state: dict[str, Any]) -> PcesFormatError:
-    """Unpickle (pickle passes only positional arguments; the fields are keyword-only)."""
-    return cls(message, **state)
 
 
 def _quote(value: str) -> str:

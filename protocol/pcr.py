@@ -40,7 +40,7 @@ A ref holds no whitespace (except around '->'). Anything outside the grammar rai
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -104,24 +104,13 @@ class PcrSyntaxError(UsageError):
     """
 
     kind = "pcr_syntax_error"
+    fields = ("line", "expected", "found")
 
     def __init__(self, message: str, *, line: int, expected: str, found: str = "") -> None:
         super().__init__(message)
         self.line = line
         self.expected = expected
         self.found = found
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        state = {"line": self.line, "expected": self.expected, "found": self.found}
-        return (_rebuild, (type(self), self.message, state))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "line": self.line, "expected": self.expected, "found": self.found}
-
-
-def _rebuild(cls: type[PcrSyntaxError], message: str, state: dict[str, Any]) -> PcrSyntaxError:
-    """Unpickle (pickle passes only positional arguments; the fields are keyword-only)."""
-    return cls(message, **state)
 
 
 def _error(line: int, expected: str, found: str) -> PcrSyntaxError:
