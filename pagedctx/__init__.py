@@ -1,7 +1,9 @@
 """pagedctx: a paged, addressable context runtime for LLM agents (Paged-Context-Protocol).
 
-The public API. Names load lazily so `import pagedctx` and the CLI stay fast; every name in
-`__all__` resolves (a test pins the list).
+The public API: `Session` (open or resume a session by id, add repositories, dialogues, turns
+and documents, ask) and `run` (one session, one ask: `pagedctx run`), the configuration, the
+store, the model backends and every error. Names load lazily so `import pagedctx` and the CLI
+stay fast; every name in `__all__` resolves (a test pins the list).
 """
 
 from __future__ import annotations
@@ -17,29 +19,47 @@ _install_source_tree(Path(__file__).parent)
 
 _EXPORTS: dict[str, str] = {
     "BusFault": "pagedctx.errors",
+    "Config": "pagedctx.config",
     "ConsolidatedPage": "pagedctx.pages",
     "ContextFormatError": "pagedctx.errors",
     "EnvelopeViolation": "pagedctx.errors",
     "Index": "pagedctx.host.ingest.index",
+    "ModelBackend": "pagedctx.host.models.base",
     "OriginalPage": "pagedctx.pages",
     "PagedctxError": "pagedctx.errors",
+    "RoleSpec": "pagedctx.host.models.factory",
+    "ScriptedBackend": "pagedctx.host.models.recorded",
+    "Session": "pagedctx.session",
+    "SessionResult": "pagedctx.session",
     "SessionState": "pagedctx.pages",
     "UsageError": "pagedctx.errors",
     "View": "pagedctx.pages",
+    "load_config": "pagedctx.config",
+    "open_store": "pagedctx.host.store.url",
+    "run": "pagedctx.session",
 }
 
 __all__ = [
     "BusFault",
+    "Config",
     "ConsolidatedPage",
     "ContextFormatError",
     "EnvelopeViolation",
     "Index",
+    "ModelBackend",
     "OriginalPage",
     "PagedctxError",
+    "RoleSpec",
+    "ScriptedBackend",
+    "Session",
+    "SessionResult",
     "SessionState",
     "UsageError",
     "View",
     "__version__",
+    "load_config",
+    "open_store",
+    "run",
 ]
 
 

@@ -42,7 +42,7 @@ class Config(BaseModel):
     tokenizer: str = DEFAULT_TOKENIZER
     budget: int = Field(default=8000, gt=0, description="token budget of a rendered context")
     policy: str = Field(default="baseline", description="'baseline' or a model backend name")
-    runtime: Literal["ray", "inproc"] = "ray"
+    runtime: Literal["auto", "ray", "inproc"] = "auto"
     modules_dir: Path | None = None
     models: dict[str, Any] = Field(default_factory=dict)
     ray: dict[str, Any] = Field(default_factory=dict)

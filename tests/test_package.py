@@ -18,16 +18,25 @@ def test_exported_members_are_pinned() -> None:
     """STYLE.md: one public facade with a sorted __all__, every name resolving."""
     assert pagedctx.__all__ == [
         "BusFault",
+        "Config",
         "ConsolidatedPage",
         "ContextFormatError",
         "EnvelopeViolation",
         "Index",
+        "ModelBackend",
         "OriginalPage",
         "PagedctxError",
+        "RoleSpec",
+        "ScriptedBackend",
+        "Session",
+        "SessionResult",
         "SessionState",
         "UsageError",
         "View",
         "__version__",
+        "load_config",
+        "open_store",
+        "run",
     ]
     assert pagedctx.__all__ == sorted(pagedctx.__all__)
     for name in pagedctx.__all__:

@@ -150,6 +150,29 @@ def _dialogue_pages(
     return pages, views, shelved
 
 
+def _selected(
+    index: Index, intent: str, budget: int, scope: tuple[str, ...], state: SessionState, *, others: bool
+) -> tuple[SessionState, int]:
+    """`state` with the code diamond selection chooses for the intent (S5), and its tokens."""
+    try:
+        selection = select_context(index, intent, max(1, budget), scope=scope)
+    except NoSearchTerms:
+        # a chat turn such as "and then?" selects no code; the repositories stay addressable
+        # (router, Explore); with nothing else to page, the person is told (issue 13 item 9)
+        if not others:
+            raise
+        return state, 0
+    chosen = selection_state(index, selection)
+    if not state.pages:
+        return chosen, selection.tokens
+    fresh = [pg for pid, pg in chosen.pages.items() if pid not in state.pages]
+    views = {pid: v for pid, v in chosen.views.items() if pid in {pg.id for pg in fresh}}
+    merged = add_pages(state, fresh, views=views)
+    # a selection that would re-parent a page the session already nests elsewhere adds nothing:
+    # the code stays addressable through the router and Explore
+    return (merged.state if isinstance(merged, Transition) else state), selection.tokens
+
+
 def prepare(
     inputs: SessionInputs,
     *,
@@ -159,11 +182,22 @@ def prepare(
     now: datetime,
     index: Index | None = None,
     sentry: SentryConfig | None = None,
+    dialogues: Sequence[DialogueProvider] = (),
+    documents: Sequence[DocumentProvider] = (),
+    state: SessionState | None = None,
+    paged: frozenset[str] = frozenset(),
+    select_code: bool = True,
 ) -> Prepared:
-    """Blocks and the first state of a session (see the module docstring)."""
+    """Blocks and the first state of a session (see the module docstring).
+
+    A session that goes on (`pagedctx.Session`) passes its current `state`, the providers it keeps
+    (`dialogues`, `documents`: held in the store, not read from files again) and the handles of the
+    pieces already `paged`: every provider is a block again, and only what is new becomes pages;
+    `select_code=False` keeps the code selection of an earlier ask.
+    """
     blocks = ProviderSet()
     roots: list[str] = []
-    state = SessionState()
+    state = state if state is not None else SessionState()
     selection_tokens = 0
     if inputs.repos:
         if index is None:
@@ -173,25 +207,28 @@ def prepare(
         code = CodeProvider(index)
         blocks.add(code)
         roots.extend(b.handle for b in code.roots() if b.source in scope)
-        try:
-            selection = select_context(index, intent, max(1, int(budget * inputs.code_share)), scope=scope)
-        except NoSearchTerms:
-            # a chat turn such as "and then?" selects no code; the repositories stay addressable
-            # (router, Explore); with nothing else to page, the person is told (issue 13 item 9)
-            if not (inputs.dialogues or inputs.docs):
-                raise
-        else:
-            selection_tokens = selection.tokens
-            state = selection_state(index, selection)
+        if select_code:
+            state, selection_tokens = _selected(
+                index,
+                intent,
+                int(budget * inputs.code_share),
+                scope,
+                state,
+                others=bool(inputs.dialogues or inputs.docs or dialogues or documents),
+            )
     taken = set(state.pages)
     decision: SentryDecision | None = None
     dialogue_turns: list[tuple[DialogueProvider, list[Piece]]] = []
-    for path in inputs.dialogues:
-        provider = DialogueProvider.from_jsonl(path, counter)
+    every_dialogue = [DialogueProvider.from_jsonl(path, counter) for path in inputs.dialogues] + list(
+        dialogues
+    )
+    for provider in every_dialogue:
         blocks.add(provider)
         root = provider.roots()[0].handle
         roots.append(root)
-        dialogue_turns.append((provider, provider.children(root)))
+        turns = [t for t in provider.children(root) if t.handle not in paged]
+        if turns:
+            dialogue_turns.append((provider, turns))
     if dialogue_turns:
         history = sum(t.tokens for _, turns in dialogue_turns for t in turns)
         decision = watch(
@@ -207,13 +244,13 @@ def prepare(
             )
             state = _added(state, [p for p in pages if p.id not in hidden], views)
             state = _added(state, [p for p in pages if p.id in hidden], {}, Placement.INDEX)
-    for path in inputs.docs:
-        provider_doc = DocumentProvider.from_file(path, counter)
+    every_document = [DocumentProvider.from_file(path, counter) for path in inputs.docs] + list(documents)
+    for provider_doc in every_document:
         blocks.add(provider_doc)
         root_block = provider_doc.roots()[0]
         roots.append(root_block.handle)
         piece = provider_doc.piece(root_block.handle)
-        if piece is not None:
+        if piece is not None and root_block.handle not in paged:
             page = materialize(piece, taken=taken, depth=0, draft=False)
             state = _added(state, [page], {page.id: View.SUMMARY})
     return Prepared(

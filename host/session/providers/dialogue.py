@@ -159,6 +159,11 @@ class DialogueProvider(PieceProvider):
             raise UsageError(f"no dialogue file at {name}; check the path") from None
         except OSError as exc:
             raise UsageError(f"cannot read dialogue file {name}: {exc.strerror}") from None
+        return cls.from_bytes(name, data, counter)
+
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes, counter: TokenCounter) -> DialogueProvider:
+        """A JSONL dialogue's bytes (a file's, kept in the store); `name` plays the part of the path."""
         reader = _Reader(name)
         turns: list[Turn] = []
         lines: list[int] = []
