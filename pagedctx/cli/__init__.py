@@ -15,6 +15,7 @@ from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
 from pagedctx.cli import view as view_cli
 from pagedctx.cli.apply import apply as apply_command
+from pagedctx.cli.common import CommandGroup
 from pagedctx.cli.index import index as index_command
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ app = typer.Typer(
     help="A paged, addressable context runtime for LLM agents (Paged-Context-Protocol).",
     no_args_is_help=True,
     add_completion=False,
+    cls=CommandGroup,  # every command runs inside it: a PagedctxError prints `error: ...` and exits 2
     pretty_exceptions_enable=False,
     # Help is plain text, never rich markup: `[gpu]` or `[feba9599]` would be read as a style
     # and vanish. Output that carries data goes through pagedctx.cli.common.stderr_console().

@@ -66,7 +66,7 @@ def apply(
     """Apply chunk-anchored modifications all or nothing; print the report as JSON."""
     from pydantic import ValidationError
 
-    from pagedctx.errors import PagedctxError, ProtocolFault
+    from pagedctx.errors import ProtocolFault
     from pagedctx.evidence.task import TaskInput
     from pagedctx.host.edit.editor import apply_modifications
     from pagedctx.host.edit.model import ModificationBatch
@@ -90,7 +90,4 @@ def apply(
             json.dumps({"applied": False, "code": str(fault.code), "message": fault.message}, indent=2)
         )
         raise typer.Exit(EXIT_REFUSED) from fault
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(report.model_dump_json(indent=2))

@@ -1,5 +1,10 @@
-"""What every command shares: a console that never reads data as markup, and output paths checked
-before any work is done.
+"""What every command shares: one handler for pagedctx's errors, a console that never reads data as
+markup, and output paths checked before any work is done.
+
+`CommandGroup` is the root app's group (pagedctx/cli/__init__.py), so every command runs inside it:
+a `PagedctxError` that leaves a command is printed as `error: <message>` on stderr and exits 2
+(`EXIT_USAGE`). Commands do not catch PagedctxError to print it; they catch only the errors that
+mean another outcome (`apply`'s refusal exits 1, `instructions parse`'s Bus Fault exits 3).
 
 Text a session or an index produces (answers citing `[feba9599]`, paths, fault messages holding
 `[/x]`) is data: `stderr_console()` prints it as it is (no rich markup, no `:emoji:` codes, no
@@ -13,12 +18,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import typer
+from typer.core import TyperGroup
+
+from pagedctx.errors import PagedctxError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["stderr_console", "writable_file"]
+__all__ = ["EXIT_USAGE", "CommandGroup", "stderr_console", "writable_file"]
+
+EXIT_USAGE = 2
+
+
+class CommandGroup(TyperGroup):
+    """The root group: any PagedctxError out of a command (or its option callbacks) exits 2."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's click copy is private: its Context is not importable
+        try:
+            return super().invoke(ctx)
+        except PagedctxError as exc:
+            typer.echo(f"error: {exc.message}", err=True)
+            raise typer.Exit(EXIT_USAGE) from exc
 
 
 def stderr_console() -> Console:

@@ -15,13 +15,8 @@ def show(
 ) -> None:
     """Print the merged configuration (defaults -> profile -> PAGEDCTX_* -> flags) as JSON."""
     from pagedctx.config import load_config
-    from pagedctx.errors import ConfigError
 
-    try:
-        config = load_config(profile=profile)
-    except ConfigError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+    config = load_config(profile=profile)
     data = config.model_dump(mode="json")
     data["store_url"] = config.store_url
     typer.echo(json.dumps(data, indent=2, sort_keys=True))

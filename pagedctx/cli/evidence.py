@@ -56,7 +56,6 @@ def start(
     artifacts: Path | None = typer.Option(None, "--artifacts", help=_ARTIFACTS),
 ) -> None:
     """Record the repository's state before the agent works (the base of the diff and of the tests)."""
-    from pagedctx.errors import UsageError
     from pagedctx.evidence.collector import evidence_dir, snapshot
     from pagedctx.evidence.seal import load_key
     from pagedctx.evidence.task import TaskInput
@@ -65,10 +64,7 @@ def start(
     chosen = _load(TaskInput, task, "task input")
     if not repo.is_dir():
         raise _usage(f"--repo {repo} is not a directory")
-    try:
-        key = load_key(create=True)
-    except UsageError as exc:
-        raise _usage(str(exc)) from exc
+    key = load_key(create=True)
     root = _root(artifacts)
     pre_path = _pre_path(root, chosen.task_id)
     pre_path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +90,6 @@ def collect(
     ),
 ) -> None:
     """Run the contract's commands and write the task's evidence folder (after `evidence start`)."""
-    from pagedctx.errors import UsageError
     from pagedctx.evidence.collector import collect as run_collect
     from pagedctx.evidence.schemas import TaskContract
     from pagedctx.evidence.seal import load_key
@@ -111,20 +106,17 @@ def collect(
         raise _usage(
             f"no recorded starting state for task {chosen.task_id}: run `pagedctx evidence start` first"
         )
-    try:
-        pre = load_snapshot(pre_path, load_key(create=False))
-        folder = run_collect(
-            chosen,
-            repo,
-            pre=pre,
-            commands=command,
-            contract=terms,
-            artifacts_root=root,
-            decisions=decision,
-            timeout=timeout,
-        )
-    except UsageError as exc:
-        raise _usage(str(exc)) from exc
+    pre = load_snapshot(pre_path, load_key(create=False))
+    folder = run_collect(
+        chosen,
+        repo,
+        pre=pre,
+        commands=command,
+        contract=terms,
+        artifacts_root=root,
+        decisions=decision,
+        timeout=timeout,
+    )
     pre_path.unlink()  # it holds file texts: not kept as evidence; kept until the collect succeeded
     typer.echo(str(folder))
 

@@ -50,22 +50,17 @@ def index(
     --repo`, `pcr --repo` and `run --repo` re-index it with them.
     """
     from pagedctx.config import load_config
-    from pagedctx.errors import PagedctxError
     from pagedctx.host.ingest.index import Index
 
-    try:
-        config = load_config(overrides={"store": store})
-        idx = Index.open(config.store_url, tokenizer=config.tokenizer)
-        if status:
-            _print_status(idx.status(), as_json)
-            return
-        if not roots:
-            raise typer.BadParameter("name at least one ROOT, or pass --status")
-        report = _run_update(idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json)
-        warmed = _warm_selection(idx)
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+    config = load_config(overrides={"store": store})
+    idx = Index.open(config.store_url, tokenizer=config.tokenizer)
+    if status:
+        _print_status(idx.status(), as_json)
+        return
+    if not roots:
+        raise typer.BadParameter("name at least one ROOT, or pass --status")
+    report = _run_update(idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json)
+    warmed = _warm_selection(idx)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:

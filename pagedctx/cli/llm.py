@@ -14,8 +14,6 @@ import typer
 
 app = typer.Typer(no_args_is_help=True, help="vLLM deployments on Ray Serve from a GPU profile.")
 
-EXIT_USAGE = 2
-
 
 def _plan(profile: str):  # type: ignore[no-untyped-def]
     from pagedctx.actors.serve_llm import serve_plan
@@ -30,13 +28,8 @@ def configs(
 ) -> None:
     """Print the deployments' LLMConfig dicts as JSON (checked, no GPU needed)."""
     from pagedctx.actors.serve_llm import llm_configs
-    from pagedctx.errors import PagedctxError
 
-    try:
-        plan = _plan(profile)
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+    plan = _plan(profile)
     typer.echo(
         json.dumps({"app": plan.app_name, "gpus": plan.gpus, "llm_configs": llm_configs(plan)}, indent=2)
     )
@@ -51,14 +44,9 @@ def deploy(
     from pagedctx.actors.cluster import ensure_ray
     from pagedctx.actors.serve_llm import deploy as run_app
     from pagedctx.actors.serve_llm import require_serving
-    from pagedctx.errors import PagedctxError
 
-    try:
-        plan = _plan(profile)
-        require_serving()  # before Ray starts: a missing extra is said at once
-        ensure_ray()
-        run_app(plan)
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+    plan = _plan(profile)
+    require_serving()  # before Ray starts: a missing extra is said at once
+    ensure_ray()
+    run_app(plan)
     typer.echo(f"serving {plan.app_name}: {plan.router_id}, {plan.worker_id}, {plan.consolidator_id}")

@@ -33,24 +33,20 @@ def pcr(
 ) -> None:
     """Print the PCES answer (`<pcir>`) to a PCR request; a malformed request exits 2."""
     from pagedctx.config import load_config
-    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.errors import UsageError
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.pces.engine import answer_text
 
     text = _read_request(request_file)
-    try:
-        config = load_config(overrides={"store": store})
-        index = Index.open(config.store_url, tokenizer=config.tokenizer)
-        if repo is not None:
-            if not repo.is_dir():
-                raise UsageError(f"--repo {repo} is not a directory")
-            index.update([str(repo)])  # with the settings the index keeps for ROOT; no lock when current
-        index.require()  # no index: the same usage error as `select` (C4 `missing` is for refs)
-        if repo is not None:
-            index = index.within([repo])  # the store may hold other repositories: answer from ROOT
-        output = answer_text(index, text)
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+    config = load_config(overrides={"store": store})
+    index = Index.open(config.store_url, tokenizer=config.tokenizer)
+    if repo is not None:
+        if not repo.is_dir():
+            raise UsageError(f"--repo {repo} is not a directory")
+        index.update([str(repo)])  # with the settings the index keeps for ROOT; no lock when current
+    index.require()  # no index: the same usage error as `select` (C4 `missing` is for refs)
+    if repo is not None:
+        index = index.within([repo])  # the store may hold other repositories: answer from ROOT
+    output = answer_text(index, text)
     sys.stdout.write(output)
     sys.stdout.flush()

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import typer
 
-EXIT_USAGE = 2
-
 
 def view(
     trace: Path = typer.Argument(..., help="A JSONL session trace (pagedctx run --trace FILE)."),
@@ -23,24 +21,20 @@ def view(
 ) -> None:
     """Draw a session trace as one HTML page (no network, no external assets)."""
     from pagedctx.cli.common import writable_file
-    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.errors import UsageError
     from pagedctx.host.session.trace import read_trace
     from pagedctx.host.session.view import render_html
 
     target = output if output is not None else trace.with_suffix(".html")
+    if target.resolve() == trace.resolve():
+        raise UsageError(f"the output {target} would overwrite the trace")
+    writable_file(target, "-o" if output is not None else "the output")  # before any work
+    events = list(read_trace(trace))
+    if not events:
+        raise UsageError(f"{trace}: the trace has no round events")
+    page = render_html(events, source=trace.name)
     try:
-        if target.resolve() == trace.resolve():
-            raise UsageError(f"the output {target} would overwrite the trace")
-        writable_file(target, "-o" if output is not None else "the output")  # before any work
-        events = list(read_trace(trace))
-        if not events:
-            raise UsageError(f"{trace}: the trace has no round events")
-        page = render_html(events, source=trace.name)
-        try:
-            target.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from exc
     typer.echo(str(target))
