@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import PagedctxError
 from pagedctx.host.select.policy import BASELINE_POLICY
-from pagedctx.host.select.terms import terms
+from pagedctx.host.select.terms import identifiers, terms, word_terms
 from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
 from pagedctx.host.session.bus import TakenIds
 from pagedctx.host.session.memory import Memory, MemoryItem
@@ -83,6 +83,14 @@ class RouterPlan(BaseModel):
     relevance: dict[str, float] = Field(default_factory=dict, description="page id -> relevance in [0, 1]")
     pblocks: tuple[BlockPick, ...] = ()
     memory: tuple[MemoryItem, ...] = ()
+
+
+def focus_words(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
+    """The words behind `focus_terms`, as written: what block searches take (they stem themselves;
+    a stemmed term stemmed again is another word: `address` -> `addres` -> `addr`)."""
+    tail = [w for w in dict.fromkeys(identifiers(intent)) if word_terms(w)]
+    extra = [w for w in dict.fromkeys(identifiers(head)) if word_terms(w) and w not in tail][:head_terms]
+    return tail + extra
 
 
 def focus_terms(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
@@ -158,9 +166,10 @@ def address(
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks and block_roots:
+        words = focus_words(intent, head, cfg.head_terms)
         known = {page.pblock for page in state.pages.values() if page.pblock is not None} | proposed
         for root in block_roots:
-            result = blocks.search(root, keywords, cfg.block_threshold)
+            result = blocks.search(root, words, cfg.block_threshold)
             for piece, score in zip(result.hits, result.scores or [1.0] * len(result.hits), strict=False):
                 if piece.handle not in known:
                     view: Literal["Detail", "Summary"] = "Detail" if score >= cfg.draft_detail else "Summary"
