@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pagedctx.host.session.setup import SessionInputs
 
 pytest_plugins = ["conftest_redis"]
 
@@ -41,3 +45,11 @@ def pagedctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 def data_dir() -> Path:
     """The folder of checked-in test documents."""
     return DATA
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> SessionInputs:
+    """A session's inputs in tmp_path: the sample repository, a dialogue and notes (session_factory)."""
+    from session_factory import write_inputs  # on use: most test modules never run a session
+
+    return write_inputs(tmp_path)

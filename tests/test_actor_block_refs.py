@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_session_loop import Clock, write_dialogue
+from session_factory import Clock, write_dialogue
 
 from pagedctx.actors.block_refs import PIECES_PREFIX, load_blocks, publish_blocks
 from pagedctx.errors import StoreError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import ray
-from test_session_loop import Clock, inputs, write_dialogue  # noqa: F401 - the fixture
+from session_factory import Clock, write_dialogue
 
 from pagedctx.actors.cluster import RayRoles, ensure_ray, start_roles
 from pagedctx.host.ingest.index import Index
@@ -88,7 +88,7 @@ def _session(
 
 def test_ray_and_inproc_runtimes_give_identical_sessions(
     ray_cluster: None,
-    inputs: SessionInputs,  # noqa: F811
+    inputs: SessionInputs,
     tmp_path: Path,
 ) -> None:
     """D1: the same plans, XML, answers and state digests round for round, with the roles on Ray."""
@@ -110,7 +110,7 @@ def test_ray_and_inproc_runtimes_give_identical_sessions(
 @pytest.mark.slow
 def test_killed_actors_are_replaced_and_the_session_goes_on(
     ray_cluster: None,
-    inputs: SessionInputs,  # noqa: F811
+    inputs: SessionInputs,
     tmp_path: Path,
 ) -> None:
     """P15 fault tolerance: the Router killed in round 1 (rebuilt, it reloads the session's pages from

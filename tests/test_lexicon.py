@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from system_needs import WORDNET, needs_wordnet
 
 from pagedctx.host.lexicon.wordnet import Lexicon, find_wordnet
-
-WORDNET = find_wordnet()
-needs_wordnet = pytest.mark.skipif(
-    WORDNET is None and not os.environ.get("CI"), reason="WordNet (Debian wordnet-base) is not installed"
-)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import rule
-from test_pages_properties import ZoomMachine
+from zoom_machine import ZoomMachine
 
 from pagedctx.pages import (
     ConsolidatedPage,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_select import write_repo
+from sample_repo import write_repo
 from typer.testing import CliRunner
 
 from pagedctx.cli import app

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pages_factory import said
-from test_session_loop import Clock, write_dialogue
+from session_factory import Clock, write_dialogue
 
 from pagedctx.errors import EnvelopeViolation
 from pagedctx.host.models.recorded import ScriptedBackend

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 from pages_factory import consolidated, original
-from test_pages_properties import ZoomMachine
+from zoom_machine import ZoomMachine
 
 from pagedctx.host.session.loop import _relevance, _sync
 from pagedctx.host.session.recall import PageSearch, page_terms

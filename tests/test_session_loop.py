@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_select import write_repo
+from sample_repo import write_repo
+from session_factory import T0, Clock, session, write_dialogue
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
@@ -33,68 +33,11 @@ from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
-from pagedctx.host.session.trace import TraceWriter, read_trace
+from pagedctx.host.session.trace import read_trace
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
-
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-TURNS = [
-    ("t1", "alice", "The staging server listens on port 8080 behind nginx."),
-    ("t2", "bob", "Lunch at the new ramen place on Friday?"),
-    ("t3", "alice", "We moved staging to port 9090 after the nginx upgrade."),
-    ("t4", "bob", "The quarterly report is due next Tuesday."),
-]
-DOC = (
-    "# Ops notes\n\n## Ports\n\nStaging uses the port from the deploy config.\n\n"
-    "## Backups\n\nNightly at 02:00.\n"
-)
-
-
-def write_dialogue(path: Path, turns: Sequence[tuple[str, str, str]] = TURNS) -> Path:
-    lines = [
-        json.dumps({"id": i, "speaker": s, "text": t, "timestamp": (T0 + timedelta(days=n)).isoformat()})
-        for n, (i, s, t) in enumerate(turns)
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0 + timedelta(days=30)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=1)
-        return self.now
-
-
-@pytest.fixture
-def inputs(tmp_path: Path) -> SessionInputs:
-    repo = write_repo(tmp_path / "repo")
-    dialogue = write_dialogue(tmp_path / "chat.jsonl")
-    doc = tmp_path / "ops.md"
-    doc.write_text(DOC)
-    return SessionInputs(repos=(repo,), dialogues=(dialogue,), docs=(doc,))
-
-
-def session(inputs: SessionInputs, tmp_path: Path, intent: str, *, budget: int, rounds: int = 4, worker=None):  # type: ignore[no-untyped-def]
-    counter = token_counter(None)
-    index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
-    clock = Clock()
-    prepared = prepare(inputs, intent=intent, budget=budget, counter=counter, now=clock(), index=index)
-    parts = SessionParts(
-        blocks=prepared.blocks,
-        counter=counter,
-        clock=clock,
-        block_roots=list(prepared.roots),
-        worker=worker
-        or (lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final)),
-        trace=TraceWriter(tmp_path / "trace.jsonl"),
-    )
-    request = SessionRequest(session="s1", intent=intent, budget=budget, max_rounds=rounds)
-    return prepared, run_session(prepared.state, request, parts)
 
 
 def test_a_session_answers_from_evidence_within_budget(inputs: SessionInputs, tmp_path: Path) -> None:

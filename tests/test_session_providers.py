@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_select import write_repo
+from sample_repo import write_repo
 
 from pagedctx.errors import InputFormatError, UsageError
 from pagedctx.host.ingest.blocks import BlockTree

@@ -13,10 +13,10 @@ from pagedctx.host.session.registry import SessionRegistry
 from pagedctx.host.session.trace import state_digest
 from pagedctx.host.store.base import Store
 from pagedctx.host.store.url import open_store
-from pagedctx.pages import Activation, View, consult, end_round
+from pagedctx.pages import Activation, SessionState, View, consult, end_round
 
 
-def session_state():  # type: ignore[no-untyped-def]
+def session_state() -> SessionState:
     state = build(original(1, depth=0), consolidated(2, [3, 4], depth=0), original(3), original(4))
     state = ok(consult(ok(consult(state, pid(2))), pid(2)))
     return ok(consult(state, pid(3)))
@@ -109,7 +109,7 @@ def test_a_damaged_registry_is_refused(tmp_path: Path) -> None:
 
 def test_the_loop_persists_every_round(tmp_path: Path) -> None:
     """P3, P12: `run_session` with a registry leaves the last round's state in the store."""
-    from test_session_loop import Clock, write_dialogue
+    from session_factory import Clock, write_dialogue
 
     from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
     from pagedctx.host.session.roles import baseline_worker

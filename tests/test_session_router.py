@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from pages_factory import said
-from test_lexicon import needs_wordnet
+from system_needs import needs_wordnet
 
 from pagedctx.errors import EnvelopeViolation
 from pagedctx.host.models.recorded import ScriptedBackend

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
-from test_pages_properties import ZoomMachine
+from zoom_machine import ZoomMachine
 
 from pagedctx.errors import UsageError
 from pagedctx.host.session.routing import apply_delta, state_delta

@@ -15,8 +15,8 @@ from pathlib import Path
 import lxml.html
 import numpy as np
 import pytest
-from test_select import write_repo
-from test_session_loop import DOC, session, write_dialogue
+from sample_repo import write_repo
+from session_factory import DOC, session, write_dialogue
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
