@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "load_config": "pagedctx.config",
     "open_store": "pagedctx.host.store.url",
     "run": "pagedctx.session",
+    "select": "pagedctx.selecting",
+    "Selected": "pagedctx.selecting",
 }
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "PagedctxError",
     "RoleSpec",
     "ScriptedBackend",
+    "Selected",
     "Session",
     "SessionResult",
     "SessionState",
@@ -60,6 +63,7 @@ __all__ = [
     "load_config",
     "open_store",
     "run",
+    "select",
 ]
 
 

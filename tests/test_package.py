@@ -28,6 +28,7 @@ def test_exported_members_are_pinned() -> None:
         "PagedctxError",
         "RoleSpec",
         "ScriptedBackend",
+        "Selected",
         "Session",
         "SessionResult",
         "SessionState",
@@ -37,6 +38,7 @@ def test_exported_members_are_pinned() -> None:
         "load_config",
         "open_store",
         "run",
+        "select",
     ]
     assert pagedctx.__all__ == sorted(pagedctx.__all__)
     for name in pagedctx.__all__:

@@ -189,3 +189,12 @@ def test_bad_input_is_a_usage_error_and_changes_nothing(tmp_path: Path) -> None:
 
 def test_the_facade_exports_the_session() -> None:
     assert pagedctx.Session is Session and pagedctx.run is run
+
+
+def test_select_is_the_function_behind_pagedctx_select(tmp_path: Path) -> None:
+    """Issue 14 item 1: `pagedctx.select` gives what `pagedctx select` prints."""
+    selected = pagedctx.select(
+        "why does add subtract?", repo=_repo(tmp_path), budget=500, store=f"sqlite:///{tmp_path / 's.db'}"
+    )
+    assert next(c["id"] for c in selected.contract()["chunks"]) == "calc.py::add"
+    assert "def add(a, b):" in selected.text() and selected.xml().startswith("<")
