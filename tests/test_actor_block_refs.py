@@ -10,6 +10,7 @@ from session_factory import Clock, write_dialogue
 
 from pagedctx.actors.block_refs import PIECES_PREFIX, load_blocks, publish_blocks
 from pagedctx.errors import StoreError
+from pagedctx.host.session.blocks import PieceProvider
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.tokens import token_counter
@@ -37,6 +38,7 @@ def test_the_router_rebuilds_its_blocks_from_the_store(tmp_path: Path) -> None:
     assert rebuilt is not None
     for theirs, ours in zip(prepared.blocks.providers, rebuilt.providers, strict=True):
         assert type(ours) is type(theirs)
+        assert isinstance(ours, PieceProvider) and isinstance(theirs, PieceProvider)  # dialogue, document
         assert [ours.piece(h) for h in ours.handles] == [theirs.piece(h) for h in theirs.handles]
     key = PIECES_PREFIX + refs[0].digest
     store.set(key, (store.get(key) or "").replace("Remark 7", "Remark 8"))

@@ -19,6 +19,7 @@ from pagedctx.pages import (
     Origin,
     OriginalPage,
     Page,
+    PMap,
     SessionState,
     View,
     end_round,
@@ -93,10 +94,10 @@ def _reference_end_round(  # noqa: C901 - the former end_round, kept whole
             pages[page_id] = page.model_copy(update={"draft": False})
         solidified.append(page_id)
     new = SessionState.model_construct(
-        pages=pages,
-        views=views,
-        parents=parents,
-        children={k: tuple(v) for k, v in children.items() if v},
+        pages=PMap(pages),
+        views=PMap(views),
+        parents=PMap(parents),
+        children=PMap({k: tuple(v) for k, v in children.items() if v}),
         flow=tuple(flow),
         background=tuple(background),
         unpacked_this_round=frozenset(),

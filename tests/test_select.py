@@ -352,7 +352,8 @@ def test_a_scope_keeps_the_selection_to_the_repositories_asked_about(tmp_path: P
     scope = idx.scope_of([second])
     assert scope == ("b",)
     only = select_context(idx, intent, 2000, scope=scope)
-    assert only.chunks and {c.path.split("/")[0] for c in [*only.chunks, *only.full_files]} == {"b"}
+    paths = [c.path for c in only.chunks] + [f.path for f in only.full_files]
+    assert only.chunks and {path.split("/")[0] for path in paths} == {"b"}
     assert select_context(idx, intent, 2000, scope=(".",)) == everything
 
 

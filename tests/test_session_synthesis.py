@@ -52,7 +52,7 @@ def detailed(*pages: Page) -> SessionState:
 
 
 def request(budget: int, **fields: object) -> SynthesisRequest:
-    return SynthesisRequest(budget=budget, current_time=NOW, **fields)  # type: ignore[arg-type]
+    return SynthesisRequest(budget=budget, current_time=NOW, **fields)
 
 
 def size(state: SessionState, **fields: object) -> int:
@@ -332,7 +332,7 @@ def test_a_few_hundred_pages_are_governed_in_batches(fraction: float) -> None:
 
 # --- property ------------------------------------------------------------------------------
 
-SHORT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+SHORT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 LONG = st.builds(
     lambda w, n: " ".join([w] * n),
     st.sampled_from(["alpha", "x<y&z", "ß", "\x01", "]]>"]),
@@ -349,7 +349,8 @@ def sessions(draw: st.DrawFn) -> tuple[SessionState, frozenset[str], dict[str, f
     parents: dict[int, int] = {}
     for i in range(count):
         containers = [j for j in range(i) if kinds[j]]
-        if containers and draw(st.booleans()):
+        # bool(): mypy types the right operand of `and` by the left one (the list) and the draw with it
+        if bool(containers) and draw(st.booleans()):
             parents[i] = draw(st.sampled_from(containers))
     pages: list[Page] = []
     for i in range(count):

@@ -122,6 +122,8 @@ class TraceMachine(ZoomMachine):
         super().__init__()
         self.recorder = TraceRecorder()
         self.events: list[RoundEvent] = []
+        self.previous: SessionState | None = None
+        self.replica = self.state
 
     @rule(data=st.data(), move=st.sampled_from([evict, inject]), shown=st.booleans())
     def exchange(self, data: st.DataObject, move, shown: bool) -> None:  # type: ignore[no-untyped-def]
@@ -133,7 +135,7 @@ class TraceMachine(ZoomMachine):
     @invariant()
     def a_replica_follows_by_deltas(self) -> None:
         """D1: the Router actor's replica, moved by state deltas, is the state itself (and in order)."""
-        previous = getattr(self, "previous", None)
+        previous = self.previous
         self.replica = (
             self.state if previous is None else apply_delta(self.replica, state_delta(previous, self.state))
         )

@@ -88,8 +88,15 @@ def event(pages: list[PageLine], **extra: object) -> RoundEvent:
     return RoundEvent.model_validate(fields)
 
 
-def rounds_of(page: str) -> list[lxml.html.HtmlElement]:
+def html_root(page: str) -> lxml.html.HtmlElement:
+    """The parsed page (lxml-stubs type `document_fromstring` as a plain element)."""
     root = lxml.html.document_fromstring(page)
+    assert isinstance(root, lxml.html.HtmlElement)
+    return root
+
+
+def rounds_of(page: str) -> list[lxml.html.HtmlElement]:
+    root = html_root(page)
     return list(root.find_class("round"))
 
 
@@ -147,7 +154,7 @@ def test_places_background_hidden_drafts_and_orphans() -> None:
         line("d001", "child", parent="gone"),
         line("e001", "flow", origin=None),
     ]
-    root = lxml.html.document_fromstring(render_html([event(pages)]))
+    root = html_root(render_html([event(pages)]))
     nodes = {n.get("data-page-id"): n for n in root.find_class("node")}
     assert sorted(nodes) == sorted(p.id for p in pages)
 
@@ -192,10 +199,10 @@ def test_hostile_text_is_escaped_everywhere() -> None:
     page = render_html([ev], source=HOSTILE)
     page.encode("utf-8")  # strict: no lone surrogate reaches the file
     assert "<script>alert" not in page and "\x00" not in page
-    root = lxml.html.document_fromstring(page)
+    root = html_root(page)
     scripts = list(root.iter("script"))
     assert len(scripts) == 1 and "alert" not in (scripts[0].text or "")
-    assert not [el for el in root.iter() if any(name.startswith("on") for name in el.attrib)]
+    assert not [el for el in root.iter() if any(str(name).startswith("on") for name in el.attrib)]
     nodes = {n.get("data-page-id"): n for n in root.find_class("node")}
     assert sorted(nodes) == ["a001", "a002", "a003"]
     assert nodes["a001"].find_class("title")[0].text_content() == HOSTILE
@@ -203,20 +210,21 @@ def test_hostile_text_is_escaped_everywhere() -> None:
     assert nodes["a002"].get("title") == f'" onmouseover="alert(2)" x=\'{HOSTILE}'
     assert nodes["a003"].find_class("title")[0].text_content() == r"nul\u0000 bell\u0007 surrogate\ud800 end"
     assert root.find_class("answer")[0].text_content() == HOSTILE
-    assert root.find(".//title").text == f"pagedctx session {HOSTILE}"
+    title = root.find(".//title")
+    assert title is not None and title.text == f"pagedctx session {HOSTILE}"
 
 
 def test_the_page_is_self_contained_and_deterministic(trace: Path) -> None:
     """Issue 6 item 8: no network, no external asset; the same trace gives the same bytes."""
     page = render_html(read_trace(trace), source="trace.jsonl")
     assert page == render_html(read_trace(trace), source="trace.jsonl")
-    root = lxml.html.document_fromstring(page)
+    root = html_root(page)
     assert not [el for el in root.iter() if {"src", "href", "srcset", "action"} & set(el.attrib)]
     assert not list(root.iter("link", "iframe", "img", "object", "embed"))
     style = "".join(s.text or "" for s in root.iter("style"))
     assert "url(" not in style and "@import" not in style
     csp = root.xpath("//meta[@http-equiv='Content-Security-Policy']/@content")
-    assert csp and "default-src 'none'" in csp[0]
+    assert isinstance(csp, list) and csp and "default-src 'none'" in str(csp[0])
     with pytest.raises(ValueError, match="at least one"):
         render_html([])
 
@@ -338,7 +346,7 @@ def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None
     assert shown == set(VIEW_COLOURS)
     for view in shown:  # the legend alone has 144 pixels of each; the boxes and dots add more
         assert (pixels == np.array(VIEW_COLOURS[view])).all(axis=2).sum() > 400, view
-    dom = lxml.html.document_fromstring(dumped.stdout)
+    dom = html_root(dumped.stdout)
     assert dom.body.get("data-js") == "ready"  # the inline script ran under the page's CSP
     sections = list(dom.find_class("round"))
     assert [s.get("hidden") is None for s in sections] == [False] * len(events) + [True]

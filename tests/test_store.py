@@ -731,7 +731,8 @@ def test_redis_uses_native_types_under_the_s4_names(redis_url: str) -> None:
 @pytest.mark.integration
 def test_redis_lock_keys_expire_and_stay_out_of_scan_keys(redis_url: str) -> None:
     with RedisStore(redis_url) as store, store.lock("index", ttl_seconds=30):
-        assert store.client.get(LOCK_PREFIX + "index").startswith(f"{os.uname().nodename}:{os.getpid()}:")
+        holder = store.client.get(LOCK_PREFIX + "index")
+        assert isinstance(holder, str) and holder.startswith(f"{os.uname().nodename}:{os.getpid()}:")
         assert 0 < store.client.pttl(LOCK_PREFIX + "index") <= 30_000
         assert list(store.scan_keys("")) == []
         assert list(store.scan_keys("pagedctx/")) == []

@@ -5,6 +5,7 @@ zoom_machine, evidence_project, system_needs) or in a conftest fixture."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -40,3 +41,16 @@ def test_helper_modules_import_no_test_module() -> None:
     assert {p.name: sorted(_imported_modules(p) & test_names) for p in helpers} == {
         p.name: [] for p in helpers
     }
+
+
+def test_mypy_is_strict_for_the_package_and_the_tests() -> None:
+    """STYLE.md "Quality rules live in configuration": strict typing over source and tests; an
+    override may only say that a third-party package ships no types."""
+    root = TESTS.parent
+    mypy = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert mypy["strict"] is True
+    assert [sorted(set(o) - {"module"}) for o in mypy.get("overrides", [])] == [
+        ["ignore_missing_imports"] for _ in mypy.get("overrides", [])
+    ]
+    ci = (root / ".ci" / "run").read_text(encoding="utf-8")
+    assert "-p pagedctx" in ci and '"$OLDPWD/tests"' in ci

@@ -46,7 +46,8 @@ def forests(draw: st.DrawFn) -> list[Page]:
     parents: dict[int, int] = {}
     for i in range(count):
         containers = [j for j in range(i) if kinds[j]]
-        if containers and draw(st.booleans()):
+        # bool(): mypy types the right operand of `and` by the left one (the list) and the draw with it
+        if bool(containers) and draw(st.booleans()):
             parents[i] = draw(st.sampled_from(containers))
     pages: list[Page] = []
     for i in range(count):
