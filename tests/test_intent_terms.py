@@ -8,7 +8,8 @@ from pathlib import Path
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.terms import stem, terms
 from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.router import PageSearch, address, focus_terms, focus_words
+from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.session.router import address, focus_terms, focus_words
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import SessionState
 

@@ -23,8 +23,6 @@ from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --versio
 if TYPE_CHECKING:
     from pagedctx.session import RoundSummary
 
-EXIT_USAGE = 2
-
 
 class RunFormat(StrEnum):
     xml = "xml"
@@ -136,37 +134,33 @@ def run(
     """Run one session (roles from the profile: baseline by default) and print the final context."""
     from pagedctx._app import parse_clock
     from pagedctx.cli.common import writable_file
-    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.errors import UsageError
     from pagedctx.session import run as run_session
 
-    try:
-        for path in repo:
-            if not path.is_dir():
-                raise UsageError(f"--repo {path} is not a directory")
-        for path in [*dialogue, *doc]:
-            if not path.is_file():
-                raise UsageError(f"{path} is not a file")
-        for flag, output in (("--trace", trace), ("--record", record)):
-            if output is not None:
-                writable_file(output, flag)  # before the session: a bad path costs nothing
-        result = run_session(
-            intent,
-            repos=repo,
-            dialogues=dialogue,
-            docs=doc,
-            budget=budget,
-            max_rounds=max_rounds,
-            profile=profile,
-            store=store,
-            runtime=runtime,
-            clock=parse_clock(now),
-            trace=trace,
-            record=record,
-            replay=replay,
-        )
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+    for path in repo:
+        if not path.is_dir():
+            raise UsageError(f"--repo {path} is not a directory")
+    for path in [*dialogue, *doc]:
+        if not path.is_file():
+            raise UsageError(f"{path} is not a file")
+    for flag, output in (("--trace", trace), ("--record", record)):
+        if output is not None:
+            writable_file(output, flag)  # before the session: a bad path costs nothing
+    result = run_session(
+        intent,
+        repos=repo,
+        dialogues=dialogue,
+        docs=doc,
+        budget=budget,
+        max_rounds=max_rounds,
+        profile=profile,
+        store=store,
+        runtime=runtime,
+        clock=parse_clock(now),
+        trace=trace,
+        record=record,
+        replay=replay,
+    )
     _table(result.rounds, result.budget, result.answer, f"{result.policy}, {result.runtime}")
     if output_format is RunFormat.json:
         sys.stdout.write(json.dumps(result.contract, indent=2, ensure_ascii=False) + "\n")

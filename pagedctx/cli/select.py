@@ -10,8 +10,6 @@ import typer
 
 from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
 
-EXIT_USAGE = 2
-
 
 class Format(StrEnum):
     json = "json"
@@ -41,19 +39,14 @@ def select(
     profile: str | None = typer.Option(None, "--profile", help="Configuration profile (default: local)."),
 ) -> None:
     """Print the selected context: full files and chunks (body or skeleton) within the budget."""
-    from pagedctx.errors import PagedctxError
     from pagedctx.selecting import select as run_select
 
-    try:
-        selected = run_select(intent, repo=repo, budget=budget, store=store, policy=policy, profile=profile)
-        if output_format is Format.text:
-            output = selected.text()
-        elif output_format is Format.xml:
-            output = selected.xml()
-        else:
-            output = selected.json()
-    except PagedctxError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
+    selected = run_select(intent, repo=repo, budget=budget, store=store, policy=policy, profile=profile)
+    if output_format is Format.text:
+        output = selected.text()
+    elif output_format is Format.xml:
+        output = selected.xml()
+    else:
+        output = selected.json()
     sys.stdout.write(output)
     sys.stdout.flush()
