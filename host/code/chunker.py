@@ -3,8 +3,9 @@
 `chunk_file(path, source)` returns a `ParsedFile`: one `Chunk` per definition the language's queries
 capture (stock tags.scm + our extensions, see `languages.py` and `queries/README.md`). The engine is
 the same for every language; a language without a tree-sitter grammar (assembly) names a
-`LineChunker` in its spec instead, and `chunk_file` and `tags` hand its files to it. The rules, in
-order:
+`LineChunker` in its spec instead, and `chunk_file` and `tags` hand its files to it. The parse is
+`parsing.parse`, linear in the file's size (it hands tree-sitter-python a long run of comment lines
+as one comment, and gives the lines' comments back for rule 2). The rules, in order:
 
 1. Definitions. Every `@definition.<kind>` capture holding a name (`@name` in the stock files,
    `@name.definition.<kind>` in ours; a name belongs to the innermost definition node around it) is
@@ -72,6 +73,7 @@ from pagedctx.host.code.languages import (
     spec_for,
     supported_suffixes,
 )
+from pagedctx.host.code.parsing import parse
 
 __all__ = ["KIND_PRECEDENCE", "MAX_ERRORS", "VALUE_SKELETON_LINES", "Tag", "chunk_file", "tags"]
 
@@ -208,9 +210,10 @@ def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedF
         return line_chunker.chunk_file(path, source)
     lang = compiled(name)
     src = _Source(source)
-    root = lang.parser().parse(src.parsed).root_node
+    parsed = parse(lang, src.parsed)
+    root = parsed.tree.root_node
     captures = ts.QueryCursor(lang.chunking).captures(root)
-    leading = _Leading(captures.get(LEADING_CAPTURE, []), src)
+    leading = _Leading(parsed.comments(captures.get(LEADING_CAPTURE, [])), src)
     defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
     starts, words = _identifiers(captures.get(IDENTIFIER_CAPTURE, []), captures.get(TOKENS_CAPTURE, []), src)
     keywords = lang.spec.keywords
@@ -337,8 +340,8 @@ def _give_names(
 class _Leading:
     """Where the file's `leading_types` nodes (comments, attributes) are, to attach them (rule 2)."""
 
-    def __init__(self, nodes: list[ts.Node], src: _Source) -> None:
-        ends = dict(map(_SPAN, nodes))
+    def __init__(self, spans: list[tuple[int, int]], src: _Source) -> None:
+        ends = dict(spans)
         self.starts = sorted(ends)
         self.ends = [ends[start] for start in self.starts]
         self.src = src
@@ -582,7 +585,7 @@ def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ..
     lang = compiled(name)
     rules = lang.spec.rules
     src = _Source(source)
-    root = lang.parser().parse(src.parsed).root_node
+    root = parse(lang, src.parsed).tree.root_node
     definitions: dict[int, tuple[_Rank, Tag]] = {}
     references: dict[int, tuple[int, Tag]] = {}
     for pattern, captures in ts.QueryCursor(lang.tags).matches(root):

@@ -439,6 +439,10 @@ class LanguageSpec:
     words in it (strings and comments left out) are referenced symbols too."""
     line_chunker: LineChunker | None = None
     """For a language without a tree-sitter grammar: the chunker `chunk_file` and `tags` hand it to."""
+    comment_runs: str = ""
+    """The line comment opener of a grammar whose scanner reads ahead past every following comment
+    line at each line break (tree-sitter-python inside a block: quadratic in a run's length): long
+    runs of such lines are parsed as one comment (`parsing.parse`)."""
 
     def load_grammar(self) -> object:
         if not self.grammar_module:
@@ -569,6 +573,7 @@ _SPECS: dict[str, LanguageSpec] = {
                 {"decorated_definition": frozenset({"decorator"}), "expression_statement": frozenset()}
             ),
             keywords=frozenset(keyword.kwlist),
+            comment_runs="#",
         ),
         LanguageSpec(
             name="go",
@@ -752,10 +757,12 @@ class CompiledLanguage:
     @functools.cached_property
     def tags(self) -> ts.Query:
         """Stock + extension queries with every pattern enabled (definitions and references), but the
-        stock definition patterns of a spec without `stock_definitions`."""
+        stock definition patterns of a spec without `stock_definitions`; the stock `@doc` capture
+        off (tags do not use it, and the stock `(comment)* @doc` made a run of k comments cost k^2)."""
         text = query_source(self.spec)
         query = _query(self.language, text, self.spec.name)
         _disable_stock_definitions(self.spec, query, text)
+        query.disable_capture("doc")
         return query
 
 

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import tree_sitter as ts
 
 from pagedctx.host.code.languages import compiled, spec_for
+from pagedctx.host.code.parsing import parse
 
 __all__ = ["CodeUses", "Definition", "Import", "Use", "code_uses"]
 
@@ -167,7 +168,7 @@ def code_uses(language: str, source: bytes, offset: int = 0) -> CodeUses | None:
     if spec_for(language).line_chunker is not None:
         return None
     lang = compiled(language)
-    tree = lang.parser().parse(source)
+    tree = parse(lang, source).tree
     return CodeUses(language, tree, offset, lang.identifier_types)
 
 
