@@ -23,12 +23,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from pagedctx.errors import StoreError
+from pagedctx.host.blocks.base import BlockProvider, Piece, PieceProvider, ProviderSet
+from pagedctx.host.blocks.code import CodeProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.blocks.document import DocumentProvider
+from pagedctx.host.blocks.stream import StreamProvider
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.session.blocks import BlockProvider, Piece, PieceProvider, ProviderSet
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.providers.dialogue import DialogueProvider
-from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.providers.stream import StreamProvider
 from pagedctx.host.store.base import Store
 from pagedctx.host.store.url import open_store
 

@@ -21,11 +21,11 @@ from typing import Any
 
 from pagedctx.actors.block_refs import BlockRef, publish_blocks
 from pagedctx.actors.roles import ConsolidatorRole, ReplicaMissing, RouterRole, WorkerRole
+from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.models.factory import RoleSpec
-from pagedctx.host.session.blocks import BlockProvider
-from pagedctx.host.session.consolidation import Result
-from pagedctx.host.session.router import RouterPlan
-from pagedctx.host.session.routing import PlanRequest, state_delta
+from pagedctx.host.roles.consolidation import Result
+from pagedctx.host.roles.router import RouterPlan
+from pagedctx.host.roles.transport import PlanRequest, state_delta
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 
@@ -66,7 +66,7 @@ class RayRoles:
     _updates: list[tuple[list[str], list[Page]]] = field(default_factory=list)
     _sent: SessionState | None = None  # the state the Router's replica holds
 
-    # --- Router (the `Router` protocol of host.session.routing)
+    # --- Router (the `Router` protocol of host.roles.transport)
 
     def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
         """Kept here and sent with the next plan: one call a round, applied in order before planning."""

@@ -16,17 +16,17 @@ import os
 from collections.abc import Sequence
 
 from pagedctx.actors.block_refs import BlockRef, load_blocks
+from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.models.factory import RoleSpec, build_backend
 from pagedctx.host.models.runner import ModelModuleRunner
-from pagedctx.host.session.blocks import BlockProvider
-from pagedctx.host.session.consolidation import Consolidator, baseline_consolidator
+from pagedctx.host.records.memory import Memory, StoreMemory
+from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.roles.consolidation import Consolidator, baseline_consolidator
+from pagedctx.host.roles.model_backed import ModelConsolidator, ModelRouter, ModelWorker
+from pagedctx.host.roles.router import RouterPlan
+from pagedctx.host.roles.transport import LocalRouter, PlanRequest, StateDelta, apply_delta
 from pagedctx.host.session.loop import Worker
-from pagedctx.host.session.memory import Memory, StoreMemory
-from pagedctx.host.session.model_roles import ModelConsolidator, ModelRouter, ModelWorker
-from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.roles import baseline_worker
-from pagedctx.host.session.router import RouterPlan
-from pagedctx.host.session.routing import LocalRouter, PlanRequest, StateDelta, apply_delta
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 

@@ -30,8 +30,8 @@ from dialogue import COUNTER, _Clock, write_jsonl
 from dialogue_corpus import generate
 
 from pagedctx.actors.cluster import ensure_ray, start_roles
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
-from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import Origin, OriginalPage
 

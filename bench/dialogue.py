@@ -32,9 +32,9 @@ import bm25s
 import numpy as np
 
 from pagedctx.errors import BudgetError
+from pagedctx.host.records.report import shows
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
-from pagedctx.host.session.report import shows
-from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.protocol.tokens import token_counter
 

@@ -44,7 +44,9 @@ from datetime import UTC, datetime, timedelta
 import tiktoken
 from lxml import etree
 
-from pagedctx.host.session.blocks import ProviderSet
+from pagedctx.host.blocks.base import ProviderSet
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, address, apply_plan
+from pagedctx.host.roles.transport import LocalRouter
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.loop import (  # run_session's own steps
     NODE_TOKENS,
@@ -55,10 +57,8 @@ from pagedctx.host.session.loop import (  # run_session's own steps
     _relevance,
     _sync,
 )
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import RouterConfig, RouterPlan, address, apply_plan
-from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.synthesis import Synthesis, SynthesisRequest, synthesize
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import (
     ConsolidatedPage,
     Origin,

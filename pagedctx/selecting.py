@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pagedctx.host.ingest.index import Index
-    from pagedctx.host.select.model import Selection
+    from pagedctx.host.select.selection import Selection
 
 __all__ = ["Selected", "select"]
 

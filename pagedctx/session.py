@@ -16,7 +16,7 @@ A session lives in its store (SQLite by default, Redis for shared state), so a s
   `pagedctx/inputs/<sha256>`: a file moved or edited later changes nothing), the turns added one by
   one, the asks so far (intent and answer: the scaffolder's history), and which repositories the
   code selection has covered. Every `add_*` writes it at once;
-- the page registry (`host/session/registry.py`): pages, views, logic tree, heat, persisted whole
+- the page registry (`host/records/registry.py`): pages, views, logic tree, heat, persisted whole
   at the end of every round; memory pages are in the store's memory keys.
 Each ask rebuilds the blocks from the record, loads the state, pages only what is new (a piece is
 paged once: pages remember the block they map, `pblock`), selects code for repositories not
@@ -117,7 +117,7 @@ class Session:
     def __init__(
         self, *, config: Any, store: Any, session_id: str, clock: Callable[[], datetime], specs: Any
     ) -> None:
-        from pagedctx.host.session.registry import SessionRegistry
+        from pagedctx.host.records.registry import SessionRegistry
 
         self._config = config
         self._store = store
@@ -243,7 +243,7 @@ class Session:
 
     def add_dialogue(self, path: str | Path) -> None:
         """A dialogue JSONL file (docs/inputs.md); its bytes are kept in the store."""
-        from pagedctx.host.session.providers.dialogue import DialogueProvider
+        from pagedctx.host.blocks.dialogue import DialogueProvider
 
         self._check_open()
         name = Path(path).as_posix()
@@ -255,8 +255,8 @@ class Session:
 
     def add_doc(self, path: str | Path) -> None:
         """A prose document (Markdown, reST, text); its text is kept in the store."""
-        from pagedctx.host.session.providers.document import DocumentProvider
-        from pagedctx.host.session.providers.stream import read_text
+        from pagedctx.host.blocks.document import DocumentProvider
+        from pagedctx.host.blocks.stream import read_text
 
         self._check_open()
         name = Path(path).as_posix()
@@ -271,7 +271,7 @@ class Session:
         self, speaker: str, text: str, timestamp: datetime | None = None, id: str | None = None
     ) -> str:
         """One dialogue turn of this session (paged at the next ask); returns its id."""
-        from pagedctx.host.session.providers.dialogue import Turn
+        from pagedctx.host.blocks.dialogue import Turn
         from pagedctx.protocol.text import clean_text
 
         self._check_open()
@@ -308,7 +308,7 @@ class Session:
     @property
     def state(self) -> Any:
         """The session's page state as persisted (a `pagedctx.SessionState`)."""
-        from pagedctx.host.session.registry import SessionRegistry
+        from pagedctx.host.records.registry import SessionRegistry
 
         return SessionRegistry(self._store, self.id).load()
 
@@ -355,8 +355,8 @@ class Session:
         return await asyncio.to_thread(self.ask, intent, budget, max_rounds, trace=trace)
 
     def _providers(self, counter: Any) -> tuple[list[Any], list[Any]]:
-        from pagedctx.host.session.providers.dialogue import DialogueProvider
-        from pagedctx.host.session.providers.document import DocumentProvider
+        from pagedctx.host.blocks.dialogue import DialogueProvider
+        from pagedctx.host.blocks.document import DocumentProvider
 
         dialogues = [
             DialogueProvider.from_bytes(d.name, self._kept(d), counter) for d in self._record.dialogues
@@ -379,12 +379,12 @@ class Session:
     ) -> tuple[Any, Any, Any]:
         from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
         from pagedctx.host.ingest.index import Index
-        from pagedctx.host.session.consolidation import in_process
+        from pagedctx.host.records.memory import StoreMemory
+        from pagedctx.host.records.trace import TraceWriter
+        from pagedctx.host.roles.consolidation import in_process
         from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
-        from pagedctx.host.session.memory import StoreMemory
         from pagedctx.host.session.scaffold import PreviousRound
         from pagedctx.host.session.setup import SessionInputs, prepare
-        from pagedctx.host.session.trace import TraceWriter
 
         counter = self._counter()
         dialogues, documents = self._providers(counter)
@@ -463,7 +463,7 @@ class Session:
     def _result(
         self, result: Any, prepared: Any, counter: Any, budget: int, runtime: Literal["ray", "inproc"]
     ) -> SessionResult:
-        from pagedctx.host.session.report import session_contract
+        from pagedctx.host.records.report import session_contract
 
         policy = self._specs["worker"].policy
         contract = session_contract(

@@ -13,7 +13,7 @@ escape. The rule is the same at every door, by what the text is:
   error: worker output (a `BusFault`, call syntax and JSON envelopes alike), module answers (the
   `json.lone_surrogate` violation, then SCHEMA_VIOLATION), dialogue files (InputFormatError);
 - records never fail on text: the session trace writes a lone surrogate that still got through
-  as its JSON escape (`pagedctx.host.session.trace`), which reads back to the same string.
+  as its JSON escape (`pagedctx.host.records.trace`), which reads back to the same string.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from pathlib import Path
 from sample_repo import write_repo
 
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.records.trace import TraceWriter
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, Worker, run_session
-from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
-from pagedctx.host.session.trace import TraceWriter
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.tokens import token_counter
 

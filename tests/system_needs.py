@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pagedctx.host.lexicon.wordnet import find_wordnet
+from pagedctx.host.text.lexicon import find_wordnet
 
 __all__ = ["WORDNET", "needs_wordnet"]
 

@@ -10,7 +10,7 @@ from session_factory import Clock, write_dialogue
 
 from pagedctx.actors.block_refs import PIECES_PREFIX, load_blocks, publish_blocks
 from pagedctx.errors import StoreError
-from pagedctx.host.session.blocks import PieceProvider
+from pagedctx.host.blocks.base import PieceProvider
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.tokens import token_counter

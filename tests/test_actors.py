@@ -12,11 +12,11 @@ from session_factory import Clock, write_dialogue
 
 from pagedctx.actors.cluster import RayRoles, ensure_ray, start_roles
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.records.trace import TraceWriter, read_trace
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
-from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.setup import SessionInputs, prepare
-from pagedctx.host.session.trace import TraceWriter, read_trace
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.tokens import token_counter
 

@@ -175,7 +175,7 @@ def test_cites_are_the_session_pages_the_answer_names() -> None:
     bracketed or not, once each in order; other hex words and `pb:` handles are not citations."""
     from datetime import UTC, datetime
 
-    from pagedctx.host.session.report import answer_contract, cited_pages
+    from pagedctx.host.records.report import answer_contract, cited_pages
     from pagedctx.pages import Origin, OriginalPage, SessionState, View
     from pagedctx.pages.moves import add_pages
     from pagedctx.pages.state import Transition

@@ -15,7 +15,7 @@ from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
 from pagedctx.host.code.chunker import chunk_file
 from pagedctx.host.edit.editor import EditRefused, apply_modifications
-from pagedctx.host.edit.model import ActionType, CodeModification
+from pagedctx.host.edit.modification import ActionType, CodeModification
 
 NO_FORMAT: dict[str, tuple[tuple[str, ...], ...]] = {}
 EVERYTHING = Pins(allowed_paths=("**",))

@@ -25,7 +25,7 @@ from pagedctx.cli import app
 from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
 from pagedctx.host.edit.editor import EditRefused, apply_modifications
-from pagedctx.host.edit.model import ActionType, CodeModification
+from pagedctx.host.edit.modification import ActionType, CodeModification
 
 NO_FORMAT: dict[str, tuple[tuple[str, ...], ...]] = {}
 EVERYTHING = Pins(allowed_paths=("**",))
@@ -266,7 +266,7 @@ from pathlib import Path
 from pagedctx.errors import PagedctxError
 from pagedctx.evidence.task import Pins
 from pagedctx.host.edit.editor import apply_modifications
-from pagedctx.host.edit.model import ModificationBatch
+from pagedctx.host.edit.modification import ModificationBatch
 batch = ModificationBatch.model_validate_json(Path(sys.argv[2]).read_text())
 try:
     apply_modifications(Path(sys.argv[1]), batch.modifications, Pins(allowed_paths=("**",)), formatters={})

@@ -16,7 +16,7 @@ from pagedctx.cli import app
 from pagedctx.errors import UsageError
 from pagedctx.host.ingest import analyse as analyse_module
 from pagedctx.host.ingest import index as index_module
-from pagedctx.host.ingest.blocks import BlockTree, chunk_handle
+from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store

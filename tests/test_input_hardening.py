@@ -28,19 +28,19 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import BusFault
+from pagedctx.host.blocks.base import ProviderSet, materialize
+from pagedctx.host.blocks.code import CodeProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.blocks.document import DocumentProvider
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.records.trace import RoundEvent, TraceWriter, read_trace
+from pagedctx.host.roles.router import focus_terms
 from pagedctx.host.select.explore import explore_code
-from pagedctx.host.select.terms import terms
-from pagedctx.host.session.blocks import ProviderSet, materialize
 from pagedctx.host.session.bus import apply_actions
-from pagedctx.host.session.expanded import ExpandedSearch
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.providers.dialogue import DialogueProvider
-from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import focus_terms
-from pagedctx.host.session.trace import RoundEvent, TraceWriter, read_trace
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.page_search import PageSearch
+from pagedctx.host.text.terms import terms
 from pagedctx.pages import Origin, OriginalPage, SessionState
 from pagedctx.pages.model import (
     MAX_KEYWORD_LENGTH,

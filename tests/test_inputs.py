@@ -13,9 +13,9 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from pagedctx.host.session.providers.dialogue import DialogueProvider
-from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.providers.stream import StreamProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.blocks.document import DocumentProvider
+from pagedctx.host.blocks.stream import StreamProvider
 from pagedctx.protocol.tokens import token_counter
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "inputs.md"

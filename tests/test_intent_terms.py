@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pagedctx.host.blocks.code import CodeProvider
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.terms import stem, terms
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import address, focus_terms, focus_words
+from pagedctx.host.roles.router import address, focus_terms, focus_words
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.page_search import PageSearch
+from pagedctx.host.text.terms import stem, terms
 from pagedctx.pages import SessionState
 
 CODE = (

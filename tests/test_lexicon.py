@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from system_needs import WORDNET, needs_wordnet
 
-from pagedctx.host.lexicon.wordnet import Lexicon, find_wordnet
+from pagedctx.host.text.lexicon import Lexicon, find_wordnet
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,10 @@ from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.select import SelectOptions, select_context
 from pagedctx.host.select.catalog import _MEMO, build_catalog, catalog_dir, load_catalog
-from pagedctx.host.select.model import Candidate, Selection
 from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
-from pagedctx.host.select.terms import split_identifier, terms
+from pagedctx.host.select.selection import Candidate, Selection
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.terms import split_identifier, terms
 
 
 @pytest.fixture
@@ -312,7 +312,7 @@ def test_a_model_naming_ids_it_was_not_offered_is_refused(index: Index) -> None:
 
 def test_explore_searches_only_under_the_block_and_leaves_the_rest_physical(index: Index) -> None:
     """P16/P17: BM25 inside the named block; pieces under the threshold stay physical."""
-    from pagedctx.host.ingest.blocks import BlockTree
+    from pagedctx.host.ingest.block_tree import BlockTree
     from pagedctx.host.select.explore import explore_code
 
     result = explore_code(index, BlockTree.dir_handle("app"), ["port", "range"])

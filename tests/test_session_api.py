@@ -15,7 +15,7 @@ import pytest
 
 import pagedctx
 from pagedctx.errors import ConfigError, UsageError
-from pagedctx.host.session.trace import state_digest
+from pagedctx.host.records.trace import state_digest
 from pagedctx.session import Session, run
 
 START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -98,7 +98,7 @@ def _kill_after_ask(store: str, repo: Path, dialogue: Path) -> dict[str, object]
         import json, os, signal
         from datetime import UTC, datetime
         from pagedctx._app import fixed_clock
-        from pagedctx.host.session.trace import state_digest
+        from pagedctx.host.records.trace import state_digest
         from pagedctx.session import Session
         s = Session.open(store={store!r}, session_id="s1", runtime="inproc",
                          clock=fixed_clock(datetime(2026, 11, 1, 9, 0, tzinfo=UTC)))

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from pagedctx.errors import StoreError
-from pagedctx.host.session.blocks import ProviderSet, materialize
+from pagedctx.host.blocks.base import ProviderSet, materialize
+from pagedctx.host.blocks.document import DocumentProvider
+from pagedctx.host.blocks.stream import StreamProvider
+from pagedctx.host.records.trace import state_digest
 from pagedctx.host.session.bus import apply_actions
-from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.providers.stream import StreamProvider
-from pagedctx.host.session.trace import state_digest
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.pages.moves import add_pages, end_round
 from pagedctx.pages.state import Transition

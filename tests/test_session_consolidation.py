@@ -12,7 +12,9 @@ from session_factory import Clock, write_dialogue
 from pagedctx.errors import EnvelopeViolation
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
-from pagedctx.host.session.consolidation import (
+from pagedctx.host.records.trace import TraceWriter, read_trace
+from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.roles.consolidation import (
     MIN_GROUP,
     Pending,
     apply_merge,
@@ -20,12 +22,10 @@ from pagedctx.host.session.consolidation import (
     in_process,
     merge_group,
 )
+from pagedctx.host.roles.model_backed import ModelConsolidator, dropped_identifiers
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
-from pagedctx.host.session.model_roles import ModelConsolidator, dropped_identifiers
-from pagedctx.host.session.roles import baseline_worker
 from pagedctx.host.session.scaffold import PreviousRound
 from pagedctx.host.session.setup import SessionInputs, prepare
-from pagedctx.host.session.trace import TraceWriter, read_trace
 from pagedctx.pages import ConsolidatedPage, SessionState, consult
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.parse import parse_document

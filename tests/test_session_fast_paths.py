@@ -19,10 +19,10 @@ from hypothesis.stateful import invariant, rule
 from pages_factory import consolidated, original
 from zoom_machine import ZoomMachine
 
+from pagedctx.host.roles.transport import LocalRouter
 from pagedctx.host.session.loop import _relevance, _sync
-from pagedctx.host.session.recall import PageSearch, page_terms
-from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.synthesis import SynthesisRequest, _Governor, _Move, _shown, count_document
+from pagedctx.host.text.page_search import PageSearch, page_terms
 from pagedctx.pages import SessionState, Transition, View, add_pages, consult
 from pagedctx.protocol.render import render_state, timeline_key
 from pagedctx.protocol.tokens import token_counter

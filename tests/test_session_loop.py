@@ -20,6 +20,10 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
+from pagedctx.host.records.trace import read_trace
+from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.roles.model_backed import ModelRouter, ModelWorker
+from pagedctx.host.roles.transport import LocalRouter
 from pagedctx.host.session.loop import (
     NODE_TOKENS,
     SessionParts,
@@ -28,12 +32,8 @@ from pagedctx.host.session.loop import (
     _node_tokens,
     run_session,
 )
-from pagedctx.host.session.model_roles import ModelRouter, ModelWorker
-from pagedctx.host.session.roles import baseline_worker
-from pagedctx.host.session.routing import LocalRouter
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
-from pagedctx.host.session.trace import read_trace
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.protocol.parse import parse_document

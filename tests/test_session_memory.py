@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedctx.host.session.memory import (
-    ExportManager,
-    ExportRecord,
-    JsonlSink,
-    MemoryItem,
-    MemorySink,
-    StoreMemory,
-    item_id,
-)
+from pagedctx.host.records.export import ExportManager, ExportRecord, JsonlSink, MemorySink
+from pagedctx.host.records.memory import MemoryItem, StoreMemory, item_id
 from pagedctx.host.store.base import Store
 from pagedctx.host.store.url import open_store
 

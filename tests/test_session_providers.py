@@ -16,22 +16,15 @@ from hypothesis import strategies as st
 from sample_repo import write_repo
 
 from pagedctx.errors import InputFormatError, UsageError
-from pagedctx.host.ingest.blocks import BlockTree
+from pagedctx.host.blocks.base import BlockProvider, Piece, ProviderSet, materialize, search_pieces
+from pagedctx.host.blocks.code import CodeProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider, Turn
+from pagedctx.host.blocks.document import DocumentProvider
+from pagedctx.host.blocks.stream import StreamProvider
+from pagedctx.host.ingest.block_tree import BlockTree
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.session.blocks import (
-    BlockProvider,
-    Piece,
-    ProviderSet,
-    lead,
-    materialize,
-    search_pieces,
-    summarize,
-)
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.providers.dialogue import DialogueProvider, Turn
-from pagedctx.host.session.providers.document import DocumentProvider
-from pagedctx.host.session.providers.stream import StreamProvider
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.keywords import lead, summarize
 from pagedctx.pages import (
     ConsolidatedPage,
     Origin,

@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.text.page_search import PageSearch
 
 
 def test_best_page_first_and_removal() -> None:

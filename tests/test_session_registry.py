@@ -9,8 +9,8 @@ import pytest
 from pages_factory import build, consolidated, ok, original, pid
 
 from pagedctx.errors import StoreError
-from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.trace import state_digest
+from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.records.trace import state_digest
 from pagedctx.host.store.base import Store
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Activation, SessionState, View, consult, end_round
@@ -111,8 +111,8 @@ def test_the_loop_persists_every_round(tmp_path: Path) -> None:
     """P3, P12: `run_session` with a registry leaves the last round's state in the store."""
     from session_factory import Clock, write_dialogue
 
+    from pagedctx.host.roles.baseline import baseline_worker
     from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
-    from pagedctx.host.session.roles import baseline_worker
     from pagedctx.host.session.setup import SessionInputs, prepare
     from pagedctx.protocol.tokens import token_counter
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from pages_factory import said
 
-from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.pages import View
 from pagedctx.protocol.render import render_state
 

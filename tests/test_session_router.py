@@ -12,11 +12,11 @@ from system_needs import needs_wordnet
 from pagedctx.errors import EnvelopeViolation
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
-from pagedctx.host.session.expanded import ExpandedSearch
-from pagedctx.host.session.model_roles import ModelRouter
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import RouterConfig, address
-from pagedctx.host.session.routing import LocalRouter, PlanRequest
+from pagedctx.host.roles.model_backed import ModelRouter
+from pagedctx.host.roles.router import RouterConfig, address
+from pagedctx.host.roles.transport import LocalRouter, PlanRequest
+from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import SessionState
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)

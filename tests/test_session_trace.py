@@ -13,8 +13,7 @@ from hypothesis.stateful import invariant, rule
 from zoom_machine import ZoomMachine
 
 from pagedctx.errors import UsageError
-from pagedctx.host.session.routing import apply_delta, state_delta
-from pagedctx.host.session.trace import (
+from pagedctx.host.records.trace import (
     RoundEvent,
     TraceRecorder,
     TraceWriter,
@@ -23,6 +22,7 @@ from pagedctx.host.session.trace import (
     snapshots,
     state_digest,
 )
+from pagedctx.host.roles.transport import apply_delta, state_delta
 from pagedctx.pages import Origin, OriginalPage, SessionState, View, fold_to_background
 from pagedctx.pages.exchange import evict, inject
 from pagedctx.pages.moves import add_pages, consult

@@ -20,10 +20,10 @@ from session_factory import DOC, session, write_dialogue
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
-from pagedctx.host.session.roles import baseline_worker
+from pagedctx.host.records.trace import PageLine, RoundEvent, read_trace, snapshots
+from pagedctx.host.records.trace_html import MAX_DRAWN, render_html
+from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.setup import SessionInputs
-from pagedctx.host.session.trace import PageLine, RoundEvent, read_trace, snapshots
-from pagedctx.host.session.view import MAX_DRAWN, render_html
 from pagedctx.protocol.context import TraceStep
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

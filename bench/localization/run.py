@@ -43,8 +43,8 @@ import numpy as np
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.terms import terms
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.terms import terms
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
 HERE = Path(__file__).resolve().parent

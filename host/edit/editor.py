@@ -28,6 +28,9 @@ Paths are resolved by `resolve_in_pins` (E3): nothing inside `.git` is ever writ
 the pins say (SCOPE_CONFLICT). After the write the language's formatter and import fixer run
 when installed (`FORMATTERS`, configurable; a missing tool is reported as skipped and the edit
 stands), and the index is brought up to date (only the changed files re-parse).
+
+Long on purpose (over 450 lines): preflight, staging and rollback share one batch's state and are
+read together to see that a refused batch writes nothing.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from pagedctx.errors import FailCode, ProtocolFault, ScopeConflict
 from pagedctx.evidence.task import Pins
 from pagedctx.host.code.chunker import chunk_file
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.edit.model import ActionType, CodeModification
+from pagedctx.host.edit.modification import ActionType, CodeModification
 from pagedctx.host.edit.pins import resolve_in_pins
 from pagedctx.host.ingest.index import Index
 

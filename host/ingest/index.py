@@ -26,6 +26,10 @@ Settings (issue 13 item 17): each root keeps the settings it was indexed with (`
 in `IndexMeta.settings`). An update that names none (select, pcr, a session) reuses them; a new
 root takes those of the nearest indexed root above it, else the defaults; an explicit setting
 replaces them (for the root and the roots inside it) and is kept.
+
+Long on purpose (over 450 lines): the update protocol (the lock-free check, the lock, the pending
+mark, re-basing, batches of whole files) is one state machine over one store; split, its invariants
+would be too.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.analyse import Analysis, Task, analyse_all
-from pagedctx.host.ingest.blocks import BlockTree, chunk_handle
-from pagedctx.host.ingest.model import (
+from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
+from pagedctx.host.ingest.meta import (
     FastMeta,
     FileMeta,
     IndexMeta,

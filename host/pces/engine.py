@@ -21,6 +21,9 @@ Integrity (C5): evidence whose content an earlier block already gave (the same u
 definition or implementation inside one already given, or the same content) refers back to it
 instead of repeating it. `source` is the evidence's unit, `layout`, or `unknown` (C2). Every
 iteration is over sorted data: the output is byte-identical across runs.
+
+Long on purpose (over 450 lines): the views share ref resolution and the integrity bookkeeping (C5)
+that decides what an earlier block already gave.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk, ChunkKind, chunk_id
 from pagedctx.host.code.chunker import Tag, tags
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.ingest.model import FileMeta, IndexMeta
+from pagedctx.host.ingest.meta import FileMeta, IndexMeta
 from pagedctx.host.pces.callgraph import CallGraph
 from pagedctx.host.store import keys
 from pagedctx.protocol.pces import (

@@ -34,9 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.terms import terms, word_terms
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
+from pagedctx.host.text.terms import terms, word_terms
 
 __all__ = ["CATALOG_FORMAT", "Catalog", "build_catalog", "catalog_dir", "load_catalog"]
 

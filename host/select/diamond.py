@@ -25,7 +25,9 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import Catalog, load_catalog
-from pagedctx.host.select.model import (
+from pagedctx.host.select.policy import BaselineSelectionPolicy, SelectionPolicy
+from pagedctx.host.select.rank import Ranking, rank
+from pagedctx.host.select.selection import (
     Candidate,
     Mode,
     SelectedChunk,
@@ -34,8 +36,6 @@ from pagedctx.host.select.model import (
     SelectOptions,
     Why,
 )
-from pagedctx.host.select.policy import BaselineSelectionPolicy, SelectionPolicy
-from pagedctx.host.select.rank import Ranking, rank
 
 __all__ = ["select_context"]
 

@@ -23,7 +23,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import Catalog, load_catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS
 from pagedctx.host.select.rank import lexical_scores
-from pagedctx.host.select.terms import identifiers, terms
+from pagedctx.host.text.terms import identifiers, terms
 
 __all__ = ["DEFAULT_THRESHOLD", "ExploreHit", "ExploreResult", "explore_code"]
 

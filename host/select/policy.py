@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pagedctx.errors import EnvelopeViolation
-from pagedctx.host.select.model import Candidate
+from pagedctx.host.select.selection import Candidate
 
 __all__ = [
     "BASELINE_POLICY",

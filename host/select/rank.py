@@ -31,7 +31,7 @@ import numpy.typing as npt
 from pagedctx.errors import NoSearchTerms
 from pagedctx.host.select.catalog import Catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
-from pagedctx.host.select.terms import identifiers, split_identifier, terms, unsearchable
+from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable
 
 __all__ = ["Ranking", "rank"]
 

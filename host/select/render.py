@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
-from pagedctx.host.ingest.blocks import BlockTree, chunk_handle
+from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.model import Selection
+from pagedctx.host.select.selection import Selection
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import clean_keyword

@@ -21,14 +21,14 @@ round leaves the persisted state byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
 from pagedctx.errors import PagedctxError, UsageError
-from pagedctx.host.select.terms import terms, unsearchable
-from pagedctx.host.session.blocks import BlockProvider, Piece, materialize
+from pagedctx.host.blocks.base import BlockProvider, Piece, TakenIds, materialize
+from pagedctx.host.text.terms import terms, unsearchable
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.pages.moves import add_pages, consult, shelve
 from pagedctx.pages.state import Fault, Transition, is_visible
@@ -40,7 +40,6 @@ __all__ = [
     "DEFAULT_EXPLORE_THRESHOLD",
     "BusFaultRecord",
     "BusOutcome",
-    "TakenIds",
     "apply_actions",
 ]
 
@@ -70,21 +69,6 @@ class BusOutcome(BaseModel):
     applied: bool
     fault: BusFaultRecord | None = None
     materialized: tuple[str, ...] = ()
-
-
-class TakenIds(set[str]):
-    """The page ids in use: those of a state's pages (looked up, not copied) and those added since.
-
-    What `materialize` and `short_hash` need to widen a new id on collision, without copying
-    100,000 ids into a set each round.
-    """
-
-    def __init__(self, pages: Mapping[str, object]) -> None:
-        super().__init__()
-        self._pages = pages
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._pages or super().__contains__(item)
 
 
 class _Refused(Exception):

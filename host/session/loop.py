@@ -22,9 +22,11 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
-from pagedctx.host.session.blocks import BlockProvider
-from pagedctx.host.session.bus import apply_actions
-from pagedctx.host.session.consolidation import (
+from pagedctx.host.blocks.base import BlockProvider
+from pagedctx.host.records.memory import Memory
+from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.records.trace import RoundEvent, TraceRecorder, TraceWriter
+from pagedctx.host.roles.consolidation import (
     PRESSURE,
     Pending,
     Submit,
@@ -33,16 +35,14 @@ from pagedctx.host.session.consolidation import (
     in_process,
     merge_group,
 )
-from pagedctx.host.session.expanded import ExpandedSearch
-from pagedctx.host.session.memory import Memory
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.registry import SessionRegistry
-from pagedctx.host.session.router import RouterConfig, RouterPlan, apply_plan, hot_for_budget
-from pagedctx.host.session.routing import LocalRouter, PlanRequest, Router, changes
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan, hot_for_budget
+from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
+from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.sentry import is_pivot
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
-from pagedctx.host.session.trace import RoundEvent, TraceRecorder, TraceWriter
+from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
 from pagedctx.protocol.context import TraceStep

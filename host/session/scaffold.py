@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from pagedctx.host.select.terms import terms
+from pagedctx.host.text.terms import terms
 
 __all__ = ["LOW_INFORMATION", "Intent", "PreviousRound", "is_low_information", "scaffold"]
 

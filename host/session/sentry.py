@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pagedctx.host.select.terms import terms
+from pagedctx.host.text.terms import terms
 
 __all__ = ["SentryConfig", "SentryDecision", "is_pivot", "topic_segments", "watch"]
 

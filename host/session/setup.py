@@ -20,23 +20,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
 from pagedctx.errors import NoSearchTerms
+from pagedctx.host.blocks.base import Piece, ProviderSet, materialize
+from pagedctx.host.blocks.code import CodeProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.blocks.document import DocumentProvider
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
-from pagedctx.host.select.terms import terms
-from pagedctx.host.session.blocks import (
-    Piece,
-    ProviderSet,
-    code_identifiers,
-    consensus_keywords,
-    lead,
-    materialize,
-    to_keywords,
-)
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.providers.dialogue import DialogueProvider
-from pagedctx.host.session.providers.document import DocumentProvider
 from pagedctx.host.session.sentry import SentryConfig, SentryDecision, topic_segments, watch
+from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, lead, to_keywords
+from pagedctx.host.text.terms import terms
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages

@@ -51,6 +51,9 @@ summary grows when dehydrated), so a budget somewhat under it may still fit on t
 The governance steps are returned, not rendered into this turn's `<Reasoning_Trace>` (which holds
 `request.trace` as given): counting them into the budget would make every move cost tokens of its
 own. The caller records them (the session trace, the next turn's trace).
+
+Long on purpose (over 450 lines): the governor's phases, its cost model and the line-by-line
+counting must agree with the rendered XML, and are checked against each other in one place.
 """
 
 from __future__ import annotations

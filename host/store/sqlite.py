@@ -10,6 +10,9 @@ As in Redis, a key has one type: writing a hash or set to a key that holds anoth
 StoreError (`set` replaces a key of any type), and reading a key as the wrong type raises StoreError.
 
 Every sqlite3 error (and a text that is not valid Unicode) leaves as `StoreError` naming the file.
+
+Long on purpose (over 450 lines): the whole Store protocol (strings, hashes, sets, locks, batches)
+over one connection and one error translation, as `redis.py` is for Redis.
 """
 
 from __future__ import annotations

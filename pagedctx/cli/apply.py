@@ -69,7 +69,7 @@ def apply(
     from pagedctx.errors import ProtocolFault
     from pagedctx.evidence.task import TaskInput
     from pagedctx.host.edit.editor import apply_modifications
-    from pagedctx.host.edit.model import ModificationBatch
+    from pagedctx.host.edit.modification import ModificationBatch
     from pagedctx.host.ingest.index import Index
 
     try:

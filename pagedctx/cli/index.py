@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from pagedctx.host.ingest.index import Index
-    from pagedctx.host.ingest.model import IndexStatus, UpdateReport
+    from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
 
 
 def _console() -> Console:

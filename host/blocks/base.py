@@ -16,17 +16,14 @@ exact token size and the handles of the pieces below it.
 
 Sizes: an atomic piece's `tokens` is the exact count of its content; a structured piece's is the
 sum over its children (its own content is empty), as code blocks sum their files. Summaries and
-keywords are bounded by the page model (`pagedctx.pages.model`: a keyword at most 64 characters,
-a summary at most 2,000, cut with `…`); an "identifier" longer than `MAX_NAME_CHARS` (a pasted
-blob, a base64 run) is not a name anybody refers to, so summaries do not list it.
+keywords come from `pagedctx.host.text.keywords`; texts are cut into pieces by
+`pagedctx.host.blocks.cutting`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
@@ -36,45 +33,23 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
-from pagedctx.host.select.terms import STOPWORDS, identifiers, terms
+from pagedctx.host.text.terms import terms
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, PBlock, PBlockKind, short_hash
-from pagedctx.pages.model import MAX_PAGE_KEYWORDS, Handle, Keyword, Summary, clean_keyword
-from pagedctx.protocol.tokens import TokenCounter
+from pagedctx.pages.model import Handle, Keyword, Summary
 
 __all__ = [
     "DEFAULT_THRESHOLD",
-    "LEAD_CHARS",
-    "MAX_KEYWORDS",
-    "MAX_NAME_CHARS",
     "BlockProvider",
     "Piece",
     "PieceProvider",
     "ProviderSet",
     "SearchResult",
+    "TakenIds",
     "check_search",
-    "code_identifiers",
-    "consensus_keywords",
-    "lead",
     "materialize",
     "mtime_of",
-    "pack",
-    "salient_keywords",
     "search_pieces",
-    "split_chars",
-    "split_lines",
-    "summarize",
-    "to_keywords",
 ]
-
-MAX_KEYWORDS = 5
-MAX_NAME_CHARS = 128
-LEAD_CHARS = 160
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s|$)")
-_LINE = re.compile(r"[^\n]*\n|[^\n]+")
-_CODE_WORD = re.compile(
-    r"`([^`\n]{1,80})`|[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?"
-)
-_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 
 
 class Piece(BaseModel):
@@ -160,6 +135,21 @@ class BlockProvider(Protocol):
         ...
 
 
+class TakenIds(set[str]):
+    """The page ids in use: those of a state's pages (looked up, not copied) and those added since.
+
+    What `materialize` and `short_hash` need to widen a new id on collision, without copying
+    100,000 ids into a set each round.
+    """
+
+    def __init__(self, pages: Mapping[str, object]) -> None:
+        super().__init__()
+        self._pages = pages
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._pages or super().__contains__(item)
+
+
 # --- materialization ----------------------------------------------------------------------------------
 
 
@@ -190,177 +180,13 @@ def materialize(
     return ConsolidatedPage(**common, source_ids=piece.children or (piece.handle,))
 
 
-# --- text helpers -------------------------------------------------------------------------------------
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines split on `\\n` only, each keeping its end (so `"".join(split_lines(t)) == t`)."""
-    return _LINE.findall(text)
+# --- time -------------------------------------------------------------------------------------------
 
 
 def mtime_of(stat_mtime_ns: int) -> datetime:
     """A file's modification time as an aware UTC datetime (P7: static blocks carry their mtime)."""
     seconds, nanos = divmod(stat_mtime_ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=nanos // 1000)
-
-
-def lead(text: str, max_chars: int = LEAD_CHARS) -> str:
-    """The first sentence of the first non-blank line, cut at a word near `max_chars`; `…` if more follows."""
-    stripped = text.strip()
-    if not stripped:
-        return ""
-    line = stripped.split("\n", 1)[0].strip()
-    match = _SENTENCE_END.search(line)
-    head = line[: match.start()] if match else line
-    if len(head) > max_chars:
-        cut = head.rfind(" ", 0, max_chars)
-        head = head[: cut if cut > max_chars // 2 else max_chars].rstrip()
-    return head if head == stripped else head + "…"
-
-
-def _is_code_word(word: str) -> bool:
-    return bool(
-        "_" in word
-        or "." in word
-        or "::" in word
-        or word.endswith("()")
-        or _CAMEL.search(word)
-        or (any(c.isdigit() for c in word) and sum(c.isalpha() for c in word) >= 2 and len(word) >= 4)
-    )
-
-
-def code_identifiers(text: str) -> list[str]:
-    """Identifier-like words (snake_case, camelCase, dotted, `call()`, `backticked`) in order, unique."""
-    seen: dict[str, None] = {}
-    for match in _CODE_WORD.finditer(text):
-        quoted = match.group(1)
-        word = (quoted if quoted is not None else match.group(0)).strip().rstrip(".")
-        if not word or len(word) > MAX_NAME_CHARS or (quoted is None and not _is_code_word(word)):
-            continue
-        if any(len(part) < 2 for part in re.split(r"\.|::", word.removesuffix("()"))):
-            continue  # e.g., i.e.: abbreviations, not names
-        seen.setdefault(word, None)
-    return list(seen)
-
-
-def summarize(prefix: str, text: str, *, max_ids: int = 8) -> str:
-    """`prefix` + the lead sentence + the identifiers the lead leaves out (P1: identifiers kept)."""
-    head = lead(text)
-    missing = [w for w in code_identifiers(text) if w not in head][:max_ids]
-    summary = f"{prefix}{head}" if head else prefix.rstrip(": ")
-    return summary + (f" [mentions {' '.join(missing)}]" if missing else "")
-
-
-def to_keywords(words: Iterable[str], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
-    """Valid page keywords from candidates: trimmed, without commas or control chars, at most 64
-    characters each (`clean_keyword`), unique, at most `limit` (and never more than a page holds)."""
-    limit = min(limit, MAX_PAGE_KEYWORDS)
-    out: dict[str, None] = {}
-    for word in words:
-        clean = clean_keyword(word)
-        if clean and clean not in out:
-            out[clean] = None
-        if len(out) >= limit:
-            break
-    return tuple(out)
-
-
-def salient_keywords(text: str, limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
-    """A few salient terms: identifiers first, then frequent content words (ties by first position)."""
-    score: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    spelled: dict[str, str] = {}
-    for position, word in enumerate(code_identifiers(text)):
-        key = word.lower()
-        spelled.setdefault(key, word)
-        first.setdefault(key, position)
-        score[key] += 3
-    offset = len(first)
-    for position, word in enumerate(identifiers(text), start=offset):
-        key = word.lower()
-        if len(word) < 4 or len(word) > MAX_NAME_CHARS or key in STOPWORDS or word.isdigit():
-            continue
-        spelled.setdefault(key, word)
-        first.setdefault(key, position)
-        score[key] += 1
-    ranked = sorted(score, key=lambda k: (-score[k], first[k]))
-    return to_keywords((spelled[k] for k in ranked), limit)
-
-
-class _HasKeywords(Protocol):
-    @property
-    def keywords(self) -> tuple[str, ...]: ...
-
-
-def consensus_keywords(pieces: Sequence[_HasKeywords], limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
-    """Keywords of a container (P1: consensus of children, pieces or pages): those most share, in order."""
-    count: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    for piece in pieces:
-        for keyword in piece.keywords:
-            count[keyword] += 1
-            first.setdefault(keyword, len(first))
-    return to_keywords(sorted(count, key=lambda k: (-count[k], first[k])), limit)
-
-
-def pack(units: Sequence[str], counter: TokenCounter, cap: int) -> list[tuple[int, int]]:
-    """Group consecutive units into `[i, j)` ranges whose joined text counts at most `cap` tokens.
-
-    Greedy and exact: per-unit counts give a first cut, then the joined text is counted and the
-    group shrunk or grown one unit at a time. A unit that alone exceeds the cap is a group of its
-    own (the caller splits it further or accepts it).
-    """
-    sizes = [counter.count(u) for u in units]
-    groups: list[tuple[int, int]] = []
-    i = 0
-    while i < len(units):
-        if sizes[i] > cap:
-            groups.append((i, i + 1))
-            i += 1
-            continue
-        j, total = i + 1, sizes[i]
-        while j < len(units) and total + sizes[j] <= cap:
-            total += sizes[j]
-            j += 1
-        while j - i > 1 and counter.count("".join(units[i:j])) > cap:
-            j -= 1
-        while j < len(units) and sizes[j] <= cap and counter.count("".join(units[i : j + 1])) <= cap:
-            j += 1
-        groups.append((i, j))
-        i = j
-    return groups
-
-
-def split_chars(text: str, counter: TokenCounter, cap: int) -> list[str]:
-    """Cut a text into consecutive slices of at most `cap` tokens each (longest prefix first).
-
-    The one exception: a single character that alone counts more than `cap` tokens (possible only
-    for caps under 4 with cl100k) is a slice of its own. Prefixes are probed in doubling windows,
-    so a long text is never counted whole per slice.
-    """
-    out: list[str] = []
-    rest = text
-    while rest:
-        good, bad = 1, 0  # rest[:good] fits (or is the lone-character exception); rest[:bad] does not
-        if counter.count(rest[:1]) <= cap:
-            probe = min(len(rest), 8 * cap + 8)
-            while True:
-                if counter.count(rest[:probe]) > cap:
-                    bad = probe
-                    break
-                good = probe
-                if probe == len(rest):
-                    break
-                probe = min(len(rest), probe * 2)
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                if counter.count(rest[:mid]) <= cap:
-                    good = mid
-                else:
-                    bad = mid
-        out.append(rest[:good])
-        rest = rest[good:]
-    return out
 
 
 # --- search ---------------------------------------------------------------------------------------------

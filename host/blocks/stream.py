@@ -19,17 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pagedctx.errors import UsageError
-from pagedctx.host.session.blocks import (
-    LEAD_CHARS,
-    Piece,
-    PieceProvider,
-    consensus_keywords,
-    mtime_of,
-    pack,
-    salient_keywords,
-    split_chars,
-    split_lines,
-)
+from pagedctx.host.blocks.base import Piece, PieceProvider, mtime_of
+from pagedctx.host.blocks.cutting import pack, split_chars, split_lines
+from pagedctx.host.text.keywords import LEAD_CHARS, consensus_keywords, salient_keywords
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 

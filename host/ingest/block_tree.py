@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pagedctx.host.code.chunk import Chunk
-from pagedctx.host.ingest.model import FileMeta
+from pagedctx.host.ingest.meta import FileMeta
 from pagedctx.pages import PBlock, PBlockKind
 
 __all__ = ["BlockTree", "chunk_handle"]

@@ -5,7 +5,7 @@ rebuild): term -> {page id: term frequency}, plus each page's length. Scoring wa
 postings of the query's terms (Okapi BM25, k1 = 1.2, b = 0.75); terms present in more than half of
 the pages carry almost no information and are skipped. `top` (what the router asks) prunes further
 without changing its answer (MaxScore, see there), which keeps a query over 100,000 pages at a
-millisecond or two. Terms come from `pagedctx.host.select.terms` (identifiers split, light stemming),
+millisecond or two. Terms come from `pagedctx.host.text.terms` (identifiers split, light stemming),
 so pages and code are addressed with the same vocabulary.
 """
 
@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from pagedctx.host.select.terms import terms
+from pagedctx.host.text.terms import terms
 from pagedctx.pages import Page
 
 __all__ = ["PageSearch", "page_terms"]

@@ -27,13 +27,8 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pagedctx.errors import InputFormatError, UsageError
-from pagedctx.host.session.blocks import (
-    Piece,
-    PieceProvider,
-    consensus_keywords,
-    salient_keywords,
-    summarize,
-)
+from pagedctx.host.blocks.base import Piece, PieceProvider
+from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pagedctx.errors import UsageError
-from pagedctx.host.ingest.blocks import chunk_handle
+from pagedctx.host.blocks.base import Piece, SearchResult, check_search, mtime_of
+from pagedctx.host.ingest.block_tree import chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.ingest.model import FastMeta
+from pagedctx.host.ingest.meta import FastMeta
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD, explore_code
-from pagedctx.host.session.blocks import Piece, SearchResult, check_search, mtime_of, to_keywords
 from pagedctx.host.store import keys
+from pagedctx.host.text.keywords import to_keywords
 from pagedctx.pages import Origin, PBlock, PBlockKind
 
 __all__ = ["CodeProvider"]

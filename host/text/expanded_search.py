@@ -15,9 +15,9 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 
-from pagedctx.host.lexicon.wordnet import Lexicon
-from pagedctx.host.select.terms import STOPWORDS, identifiers, terms
-from pagedctx.host.session.recall import PageSearch, page_terms
+from pagedctx.host.text.lexicon import Lexicon
+from pagedctx.host.text.page_search import PageSearch, page_terms
+from pagedctx.host.text.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import Page
 
 __all__ = ["ExpandedSearch", "widen_query", "widen_text"]

@@ -31,16 +31,10 @@ from pathlib import Path
 from typing import Literal
 
 from pagedctx.errors import UsageError
-from pagedctx.host.session.blocks import (
-    Piece,
-    PieceProvider,
-    consensus_keywords,
-    pack,
-    salient_keywords,
-    split_lines,
-    summarize,
-)
-from pagedctx.host.session.providers.stream import read_text
+from pagedctx.host.blocks.base import Piece, PieceProvider
+from pagedctx.host.blocks.cutting import pack, split_lines
+from pagedctx.host.blocks.stream import read_text
+from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 

@@ -14,11 +14,11 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pagedctx.host.session.blocks import BlockProvider
-from pagedctx.host.session.expanded import ExpandedSearch
-from pagedctx.host.session.memory import Memory
-from pagedctx.host.session.recall import PageSearch
-from pagedctx.host.session.router import RouterConfig, RouterPlan, address
+from pagedctx.host.blocks.base import BlockProvider
+from pagedctx.host.records.memory import Memory
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, address
+from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Page, SessionState, View
 from pagedctx.pages.pmap import PMap
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pagedctx.host.models.runner import ModelModuleRunner
-from pagedctx.host.session.blocks import code_identifiers
-from pagedctx.host.session.router import BlockPick, RouterPlan
-from pagedctx.host.session.routing import LocalRouter, PlanRequest
+from pagedctx.host.roles.router import BlockPick, RouterPlan
+from pagedctx.host.roles.transport import LocalRouter, PlanRequest
+from pagedctx.host.text.keywords import code_identifiers
 from pagedctx.pages import Page, SessionState
 from pagedctx.protocol.envelope import Violation
 

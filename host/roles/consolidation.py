@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pagedctx.errors import BackendError, EnvelopeViolation
-from pagedctx.host.session.blocks import to_keywords
-from pagedctx.host.session.roles import consolidate
+from pagedctx.host.roles.baseline import consolidate
+from pagedctx.host.text.keywords import to_keywords
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages

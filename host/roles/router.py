@@ -24,12 +24,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import PagedctxError
+from pagedctx.host.blocks.base import BlockProvider, TakenIds, materialize
+from pagedctx.host.records.memory import Memory, MemoryItem
 from pagedctx.host.select.policy import BASELINE_POLICY
-from pagedctx.host.select.terms import identifiers, terms, word_terms
-from pagedctx.host.session.blocks import BlockProvider, materialize, to_keywords
-from pagedctx.host.session.bus import TakenIds
-from pagedctx.host.session.memory import Memory, MemoryItem
-from pagedctx.host.session.recall import PageSearch
+from pagedctx.host.text.keywords import to_keywords
+from pagedctx.host.text.page_search import PageSearch
+from pagedctx.host.text.terms import identifiers, terms, word_terms
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
 from pagedctx.pages.exchange import inject, is_shelved_root
 from pagedctx.pages.ids import short_hash

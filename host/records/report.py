@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pagedctx.host.session.blocks import BlockProvider, ProviderSet
-from pagedctx.host.session.providers.code import CodeProvider
-from pagedctx.host.session.providers.dialogue import DialogueProvider
+from pagedctx.host.blocks.base import BlockProvider, ProviderSet
+from pagedctx.host.blocks.code import CodeProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.pages import OriginalPage, SessionState, View
 from pagedctx.protocol.render import timeline_key
 from pagedctx.protocol.tokens import TokenCounter

@@ -1,4 +1,4 @@
-"""The memory interface (P14) and the export manager (P12 Export_Logic_NetValue).
+"""The memory interface (P14): keyword recall over items kept outside the session.
 
 External memory answers keyword recall with page-compatible items (summary + keywords + where they
 came from); recalled items join the session's address space as Memory pages with equal weight.
@@ -7,8 +7,7 @@ only seen when a later round recalls it.
 
 `StoreMemory` keeps items in the session store (`pagedctx/memory/items`: id -> item JSON, and one
 set of item ids per term under `pagedctx/memory/term/`), so recall reads only the postings of the
-query's terms. `ExportManager` hands consolidated summaries, keywords and source ids to sinks: a
-JSONL file, a memory; a failing sink is reported, never allowed to fail the round.
+query's terms. What is written there comes from the export manager (`pagedctx.host.records.export`).
 """
 
 from __future__ import annotations
@@ -18,24 +17,14 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pagedctx.errors import PagedctxError
-from pagedctx.host.select.terms import terms
 from pagedctx.host.store.base import Store
+from pagedctx.host.text.terms import terms
 
-__all__ = [
-    "ExportManager",
-    "ExportRecord",
-    "JsonlSink",
-    "Memory",
-    "MemoryItem",
-    "MemorySink",
-    "StoreMemory",
-]
+__all__ = ["Memory", "MemoryItem", "StoreMemory", "item_id"]
 
 ITEMS = "pagedctx/memory/items"
 TERM_PREFIX = "pagedctx/memory/term/"
@@ -91,74 +80,3 @@ class StoreMemory:
         raws = self.store.hmget(ITEMS, best) if best else []
         items = [MemoryItem.model_validate_json(raw) for raw in raws if raw is not None]
         return [item.model_copy(update={"score": hits[item.id] / max(len(query), 1)}) for item in items]
-
-
-class ExportRecord(BaseModel):
-    """Export_Logic_NetValue: what a consolidation is worth keeping outside the session."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    session: str
-    page_id: str
-    summary: str
-    keywords: tuple[str, ...]
-    source_ids: tuple[str, ...]
-    timestamp: datetime
-
-
-class ExportSink(Protocol):
-    name: str
-
-    def put(self, record: ExportRecord) -> None: ...
-
-
-class JsonlSink:
-    """Appends records to a JSONL file."""
-
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self.name = f"jsonl:{self.path}"
-
-    def put(self, record: ExportRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(record.model_dump_json() + "\n")
-
-
-class MemorySink:
-    """Writes records into a Memory, as items recall can find later."""
-
-    def __init__(self, memory: Memory, name: str = "memory") -> None:
-        self.memory = memory
-        self.name = name
-
-    def put(self, record: ExportRecord) -> None:
-        self.memory.write(
-            MemoryItem(
-                id=item_id(record.summary, record.source_ids),
-                summary=record.summary,
-                keywords=record.keywords,
-                source_ids=record.source_ids,
-                timestamp=record.timestamp,
-                session=record.session,
-            )
-        )
-
-
-class ExportManager:
-    """Hands records to every sink; a sink that fails is reported in the result, not raised."""
-
-    def __init__(self, sinks: Sequence[ExportSink]) -> None:
-        self.sinks = list(sinks)
-
-    def export(self, records: Sequence[ExportRecord]) -> list[str]:
-        """Deliver `records`; the problems met, one line each (empty when all went well)."""
-        problems: list[str] = []
-        for sink in self.sinks:
-            for record in records:
-                try:
-                    sink.put(record)
-                except (OSError, PagedctxError) as exc:
-                    problems.append(f"export to {sink.name} failed for page {record.page_id}: {exc}")
-                    break
-        return problems

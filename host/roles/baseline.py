@@ -22,11 +22,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pagedctx.host.lexicon.wordnet import Lexicon
 from pagedctx.host.select.policy import BASELINE_POLICY
-from pagedctx.host.select.terms import identifiers, terms
-from pagedctx.host.session.blocks import code_identifiers, consensus_keywords, lead
-from pagedctx.host.session.expanded import query_words, widen_text
+from pagedctx.host.text.expanded_search import query_words, widen_text
+from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, lead
+from pagedctx.host.text.lexicon import Lexicon
+from pagedctx.host.text.terms import identifiers, terms
 from pagedctx.pages import Page, PageType, View
 from pagedctx.protocol.context import ContextNode
 from pagedctx.protocol.parse import parse_document

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pagedctx.host.session.trace import PageLine, RoundEvent, snapshots
+from pagedctx.host.records.trace import PageLine, RoundEvent, snapshots
 
 __all__ = ["MAX_DRAWN", "VIEWS", "render_html"]
 

@@ -1,1 +1,0 @@
-"""Lexical resources (WordNet) for recall across different wordings."""

@@ -1,1 +1,0 @@
-"""PBlock providers (P2, P17): dialogue, stream, document and code blocks, pieces and pages."""
