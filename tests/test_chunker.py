@@ -848,6 +848,13 @@ def _comment_runs_source(lines: int) -> str:
         + run("    ", "before else")
         + "        else:\n            pass\n"
         + run("            ", "deeper after else")
+        + "    def nested(self, z):\n        z += 1\n"
+        + "".join(
+            f"        # if z > {i}:\n        #     z -= {i}\n            # why {i}\n" for i in range(lines)
+        )
+        + "        z += 2\n"
+        + "".join(f"            # deep {i}\n        # shallow {i}\n" for i in range(lines))
+        + "        return z\n"
         + '    def doc(self):\n        """\n'
         + run("        ", "in a docstring")
         + '        """\n        return 1\n'
@@ -879,21 +886,23 @@ def _nodes(parsed: Parsed) -> list[tuple[object, ...]]:
 def test_comment_runs_chunk_like_a_plain_parse(newline: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """S1, S2 (issue 13): runs of RUN_LINES or more comment lines are parsed as one comment each, and
     the tree (comments split back into lines), chunks and tags are the plain parse's: a run in a
-    block, after a blank line, dedented, tab-indented, before `else:`, at either end of the file."""
+    block, after a blank line, dedented, tab-indented, before `else:`, nested (lines indented more
+    than the first), at either end of the file."""
     data = _comment_runs_source(parsing.RUN_LINES + 40).replace("\n", newline).encode()
     python = compiled("python")
     fast = parse(python, data)
-    # not the docstring's lines; a blank line does not end a run; the file's first line starts none
-    firsts = [data[start : start + 40].split(b":")[0].decode() for start, _ in fast.runs]
+    # not the docstring's lines; a blank line does not end a run, nor a line indented more than the
+    # first (the tab-indented lines after the dedented ones); the file's first line starts none
+    firsts = [re.split(rb"[:\r\n]", data[start : start + 40])[0].decode() for start, _ in fast.runs]
     assert firsts == [
-        "# module head 1", "# doc of area 0", "# body 0", "# dedented in a block 0", "# tab-indented 0",
-        "# between methods 0", "# before else 0", "# deeper after else 0", "# class end 0",
+        "# module head 1", "# doc of area 0", "# body 0", "# dedented in a block 0", "# between methods 0",
+        "# before else 0", "# deeper after else 0", "# if z > 0", "# shallow 0", "# class end 0",
         "# doc of last 0", "# file end 0",
     ]  # fmt: skip
     assert all(data.count(b"#", *run) >= parsing.RUN_LINES for run in fast.runs)
     chunks, found = chunk_file("m.py", data), tags("m.py", data)
     assert [chunk.qualname for chunk in chunks.chunks] == [
-        "Shapes", "Shapes.area", "Shapes.branch", "Shapes.doc", "last",
+        "Shapes", "Shapes.area", "Shapes.branch", "Shapes.nested", "Shapes.doc", "last",
     ]  # fmt: skip
     assert chunks.chunks[1].start_line == parsing.RUN_LINES + 40 + 5  # its doc comments (S2)
     assert chunks.chunks[-1].body.startswith("# doc of last 1: ")

@@ -6,28 +6,32 @@ reads ahead past every comment line that follows. Comments are extras, so the pa
 scanner again at the end of each comment line, and it reads the rest of the run again: a run of k
 comment lines costs k readings of the run (20,000 lines in a function body, 1.2 MB: 114 s). A
 grammar with such a scanner names its line comment opener in `LanguageSpec.comment_runs`; `parse`
-hands it every run of at least `RUN_LINES` comment lines with the same indentation (blank lines
-between allowed) as one comment: the parser's included ranges leave out the bytes from the run's
-first line's end to its last line's opener, so the run is one comment token from its first opener
-to its last line's end, read once. `Parsed.comments` gives back the run's comments line by line.
+hands it every run of at least `RUN_LINES` comment lines, each indented like the first or more
+(blank lines between allowed), as one comment: the parser's included ranges leave out the bytes
+from the run's first line's end to its last line's opener, so the run is one comment token from
+its first opener to its last line's end, read once. `Parsed.comments` gives back the run's
+comments line by line.
 
 Why the tree is otherwise the plain parse's: the bytes before and after a run are the same, and so
 is what the scanner finds reading ahead from the line break before the run (the indentation of the
 run's first line, then the next line of code). In the plain parse the scanner's calls at the line
-breaks inside the run see that same indentation (every line has it) and the same next line of
-code, with the parser in the state it had when the last call before the run gave nothing (a comment
-does not move the parser), so they give nothing either. What that needs is checked: a run's first
-line neither starts the file nor follows a line ending with a backslash (the call before the run
-starts at a line break; else the run starts at its second line), no line holds a NUL (which stops
-the scanner's reading), and each run comes out of the parse as exactly one comment node (not
+breaks inside the run find the same next line of code, with the parser in the state it had when
+the last call before the run gave nothing (a comment does not move the parser); only the comment
+line's indentation differs, and it matters in one way: a DEDENT goes through only if the comment
+is indented less than the block. A line indented at least as much as the first lets through none
+that the first held back, so these calls give nothing either. What that needs is checked: a run's
+first line neither starts the file nor follows a line ending with a backslash (the call before the
+run starts at a line break; else the run starts at its second line), no line holds a NUL (which
+stops the scanner's reading), and each run comes out of the parse as exactly one comment node (not
 inside a string, say): runs that do not are parsed as they are, by another parse without them.
+
 The argument also needs a parse without error recovery (which tries tokens in other parser
 states): a file with syntax errors gets the plain parse unless that would cost more than `_BUDGET`
 readings of each byte in its runs. Only then, in a broken file with long comment runs, can the
-trees differ (in mutated real files with syntax errors, 3-10% of those with such runs differed
+trees differ (in mutated real files with syntax errors, 4-9% of those with such runs differed
 somewhere when parsed this way); its chunks still follow every chunker rule, and the parse stays
-linear. Without errors, trees, chunks and tags equal a plain parse's on ~5,000 real and mutated
-Python files (~3,600 with runs parsed this way, runs from 2 lines and from 16).
+linear. Without errors, trees, chunks and tags equal a plain parse's on ~7,500 real and mutated
+Python files (~4,900 with runs parsed this way, runs from 2 lines and from 16).
 """
 
 from __future__ import annotations
@@ -113,11 +117,11 @@ class _Run(NamedTuple):
 @functools.cache
 def _patterns(opener: bytes, lines: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     """A run of at least `lines` comment lines (spaces and tabs, `opener`, no NUL up to the line's
-    end), each with the first one's indentation (group 1), only blank lines between; the comment of
-    one line (group 1)."""
+    end), each indented like the first one (group 1) or more (its indentation and more spaces or
+    tabs), only blank lines between; the comment of one line (group 1)."""
     comment = re.escape(opener) + rb"[^\n\x00]*"
     blank = rb"(?:[ \t\r\f]*\n)*"
-    run = rb"^([ \t]*)" + comment + rb"(?:\n" + blank + rb"\1" + comment + rb"){%d,}$" % (lines - 1)
+    run = rb"^([ \t]*)" + comment + rb"(?:\n" + blank + rb"\1[ \t]*" + comment + rb"){%d,}$" % (lines - 1)
     return re.compile(run, re.M), re.compile(rb"^[ \t]*(" + comment + rb")$", re.M)
 
 
