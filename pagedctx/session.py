@@ -22,6 +22,9 @@ Each ask rebuilds the blocks from the record, loads the state, pages only what i
 paged once: pages remember the block they map, `pblock`), selects code for repositories not
 selected before, and runs the rounds. A kill -9 between two asks loses nothing: what was added is
 in the record, what was asked is in the registry.
+
+Long for a reason: one class, the session's whole lifecycle (open, record, add, ask, result),
+which a reader of the front door should find in one file.
 """
 
 from __future__ import annotations

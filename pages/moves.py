@@ -16,6 +16,9 @@ Rules, from seed 002 sections 5.1, 6.5 and 7:
   Summary falls back to Detail.
 - Draft solidification at round end: a draft in Detail becomes a solid Original page, a draft in
   Unpacked a solid Consolidated page, and drafts left in Summary are discarded.
+
+Long for a reason: the zoom/fold moves and their invariants are one state machine, property-tested
+as a whole; splitting it would split the rules a move must keep.
 """
 
 from __future__ import annotations

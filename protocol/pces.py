@@ -40,6 +40,9 @@ Block encoding (exact and lossless; docs/pcr.md has examples):
 
 `parse_pces` accepts exactly what `render_pces` writes (a final newline may be missing) and raises
 `PcesFormatError` for anything else. Pure: no I/O.
+
+Long for a reason: the PCES answer format and its lossless block encoding are one format,
+rendered and parsed by the same rules.
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ symbol     Name(.Name)*            a bare identifier, dotted allowed (may be amb
 
 A ref holds no whitespace (except around '->'). Anything outside the grammar raises `PcrSyntaxError`
 (a `UsageError`) naming the line, what was found and what was expected. Pure: no I/O.
+
+Long for a reason: the PCR request format is one grammar (ref classes, needs, views) whose
+parser and its error messages read best in one place.
 """
 
 from __future__ import annotations

@@ -51,6 +51,9 @@ of their ranges, 1-based inclusive lines, never raising on content. The rules, i
    numbers, strings, comments, section names, and `.cfi_*`/`.file`/`.loc`-style arguments.
 8. Never raises on content. `errors`: invalid UTF-8 (decoded with U+FFFD replacements), an
    unterminated `/*` comment, a `.macro` without `.endm` (`line L, column C: ...`).
+
+Long for a reason: assembly has no tree-sitter grammar; this is the whole line-oriented chunker
+for its dialects (GNU as, NASM, MASM, Plan 9) in one place.
 """
 
 from __future__ import annotations

@@ -48,6 +48,9 @@ as one comment, and gives the lines' comments back for rule 2). The rules, in or
    near '...'`, at most `MAX_ERRORS`), and the chunks tree-sitter recovered are kept; a file that is
    not UTF-8 is decoded with U+FFFD replacements and says so in `errors`. An unknown language raises
    `UsageError` (callers filter with `language_for_path` first).
+
+Long for a reason: one engine for every tree-sitter language (captures, nesting, names,
+skeletons), with no per-language branches; the per-language parts live in languages.py.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ no per-language branches: a language is a spec in `_SPECS`, a query file and fix
 line-oriented `LineChunker` instead (`assembly.py`), which `chunk_file` and `tags` hand the file to.
 
 Grammars, parsers' languages and compiled queries are built lazily, once per process, and cached.
+
+Long for a reason: one spec per language (the data of every language in one table), plus
+their small rule hooks.
 """
 
 from __future__ import annotations
