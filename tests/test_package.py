@@ -22,6 +22,7 @@ def test_exported_members_are_pinned() -> None:
         "ConsolidatedPage",
         "ContextFormatError",
         "EnvelopeViolation",
+        "FunctionBackend",
         "Index",
         "ModelBackend",
         "OriginalPage",

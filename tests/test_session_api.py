@@ -198,3 +198,12 @@ def test_select_is_the_function_behind_pagedctx_select(tmp_path: Path) -> None:
     )
     assert next(c["id"] for c in selected.contract()["chunks"]) == "calc.py::add"
     assert "def add(a, b):" in selected.text() and selected.xml().startswith("<")
+
+
+def test_a_function_backend_answers_from_the_request() -> None:
+    """Issue 14 item 1: a function-backed double (pydantic-ai's FunctionModel) in the public API."""
+    from pagedctx.host.models.base import ModelRequest
+
+    backend = pagedctx.FunctionBackend(lambda request: f"{request.module}#{request.attempt}")
+    reply = backend.complete(ModelRequest(module="worker", system="s", user="{}", schema={}, attempt=2))
+    assert (reply.text, backend.name, len(backend.requests)) == ("worker#2", "function:function", 1)

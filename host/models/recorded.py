@@ -22,7 +22,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pagedctx.errors import BackendError, UsageError
 from pagedctx.host.models.base import ModelBackend, ModelReply, ModelRequest, request_digest
 
-__all__ = ["ModelCall", "RecordingBackend", "ReplayBackend", "ScriptedBackend", "read_calls"]
+__all__ = [
+    "FunctionBackend",
+    "ModelCall",
+    "RecordingBackend",
+    "ReplayBackend",
+    "ScriptedBackend",
+    "read_calls",
+]
 
 
 class ModelCall(BaseModel):
@@ -63,6 +70,18 @@ class ScriptedBackend:
         else:
             raise BackendError(f"the scripted backend has no answer left for module {request.module!r}")
         return ModelReply(text=text, model=self.model, backend="scripted")
+
+
+class FunctionBackend(ScriptedBackend):
+    """A function of the request answers every call (pydantic-ai's `FunctionModel`): a test double
+    that can look at the module, the payload and the attempt."""
+
+    def __init__(self, function: Callable[[ModelRequest], str], *, model: str = "function") -> None:
+        super().__init__(function, model=model)
+
+    @property
+    def name(self) -> str:
+        return f"function:{self.model}"
 
 
 class RecordingBackend:
