@@ -34,12 +34,17 @@ from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import Origin, OriginalPage
+from pagedctx.protocol.budget import Budget
 
 
 def session(path: Path, question: str, *, budget: int, rounds: int, start, roles):  # type: ignore[no-untyped-def]
     clock = _Clock(start)
     prepared = prepare(
-        SessionInputs(dialogues=(path,)), intent=question, budget=budget, counter=COUNTER, now=clock()
+        SessionInputs(dialogues=(path,)),
+        intent=question,
+        budget=Budget(total=budget),
+        counter=COUNTER,
+        now=clock(),
     )
     parts = SessionParts(
         blocks=prepared.blocks,
@@ -51,7 +56,7 @@ def session(path: Path, question: str, *, budget: int, rounds: int, start, roles
     if roles is not None:
         roles.reset(prepared.blocks)  # long-lived actors, as a server keeps them
         parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
-    request = SessionRequest(session="bench", intent=question, budget=budget, max_rounds=rounds)
+    request = SessionRequest(session="bench", intent=question, budget=Budget(total=budget), max_rounds=rounds)
     started = time.perf_counter()
     result = run_session(prepared.state, request, parts)
     return result, (time.perf_counter() - started) / len(result.rounds)

@@ -36,6 +36,7 @@ from pagedctx.host.records.report import shows
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
 from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import token_counter
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -111,7 +112,11 @@ def ours(
 ) -> tuple[set[str], str | None]:
     clock = _Clock(conversation.turns[-1].timestamp + timedelta(hours=1))
     prepared = prepare(
-        SessionInputs(dialogues=(path,)), intent=question, budget=budget, counter=COUNTER, now=clock()
+        SessionInputs(dialogues=(path,)),
+        intent=question,
+        budget=Budget(total=budget),
+        counter=COUNTER,
+        now=clock(),
     )
     parts = SessionParts(
         blocks=prepared.blocks,
@@ -120,7 +125,9 @@ def ours(
         block_roots=list(prepared.roots),
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
     )
-    request = SessionRequest(session=conversation.id, intent=question, budget=budget, max_rounds=rounds)
+    request = SessionRequest(
+        session=conversation.id, intent=question, budget=Budget(total=budget), max_rounds=rounds
+    )
     try:
         result = run_session(prepared.state, request, parts)
     except BudgetError:

@@ -32,6 +32,7 @@ from pagedctx.host.select import select_context
 from pagedctx.host.select.catalog import _MEMO, load_catalog
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
+from pagedctx.protocol.budget import Budget
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pces import SITE, copy_corpus
@@ -81,7 +82,7 @@ def main() -> None:
             if number == 0:
                 _MEMO.clear()
             started = time.perf_counter()
-            selection = select_context(index, intent, args.budget)
+            selection = select_context(index, intent, Budget(total=args.budget))
             elapsed = time.perf_counter() - started
             assert selection.tokens <= args.budget
             if number == 0:

@@ -71,6 +71,7 @@ from pagedctx.pages import (
     consult,
     end_round,
 )
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.instructions import parse_worker_output
 from pagedctx.protocol.render import build_state_tree, timeline_key
 from pagedctx.protocol.schema import validation_errors
@@ -405,7 +406,9 @@ def main() -> None:
     search.add_pages(state.pages.values())
     indexed = time.perf_counter() - started
     counter = token_counter()
-    frame = _frame_tokens(SessionRequest(session="bench", intent="", budget=args.budget), counter)
+    frame = _frame_tokens(
+        SessionRequest(session="bench", intent="", budget=Budget(total=args.budget)), counter
+    )
     run = Run(state=state, search=search, counter=counter, budget=args.budget, frame=frame)
     rng = random.Random(2026)
     rounds: list[Round] = []

@@ -9,6 +9,10 @@ Precedence, lowest first (STYLE.md "Configuration"):
    `PAGEDCTX_MODULES_DIR`);
 4. command-line flags (`overrides`; a None value means "flag not given").
 
+`budget_shares` (how the budget is split: `pagedctx.protocol.budget.BudgetShares`) merges key by
+key: a profile that sets `budget_shares: {code: 0.3}` keeps the packaged values of the others.
+`Config.make_budget` is the one place a `Budget` is made from the configuration.
+
 Every failure is a ConfigError naming the source (file, variable, flag) and the fix.
 """
 
@@ -22,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pagedctx.errors import ConfigError
+from pagedctx.errors import ConfigError, UsageError
+from pagedctx.protocol.budget import Budget, BudgetShares
 from pagedctx.protocol.strict_yaml import YamlError, load_yaml
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER
 
@@ -41,6 +46,9 @@ class Config(BaseModel):
     store: str | None = Field(default=None, description="store URL; default sqlite:///<home>/state.db")
     tokenizer: str = DEFAULT_TOKENIZER
     budget: int = Field(default=8000, gt=0, description="token budget of a rendered context")
+    budget_shares: BudgetShares = Field(
+        default_factory=BudgetShares, description="how the budget is split (protocol/budget.py)"
+    )
     policy: str = Field(default="baseline", description="'baseline' or a model backend name")
     runtime: Literal["auto", "ray", "inproc"] = "auto"
     modules_dir: Path | None = None
@@ -55,7 +63,18 @@ class Config(BaseModel):
         """The store URL, defaulting to the embedded SQLite file under `home`."""
         return self.store or f"sqlite:///{(self.home / 'state.db').resolve()}"
 
+    def make_budget(self, total: int | None = None) -> Budget:
+        """The budget of a turn: `total` tokens (default: `budget`) split by `budget_shares`.
 
+        The shares were validated with the configuration; a total under 1 is a UsageError.
+        """
+        chosen = self.budget if total is None else total
+        if chosen < 1:
+            raise UsageError(f"budget must be a positive number of tokens, not {chosen}")
+        return Budget(total=chosen, shares=self.budget_shares)
+
+
+_MERGED_SECTIONS = ("budget_shares",)  # mappings merged key by key across the layers
 _ENV_FIELDS = ("profile", "home", "store", "tokenizer", "budget", "policy", "runtime", "modules_dir")
 
 
@@ -129,7 +148,12 @@ def load_config(
             raise ConfigError(
                 f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(Config.model_fields)}"
             )
-        merged.update(layer)
+        for key, value in layer.items():
+            before = merged.get(key)
+            if key in _MERGED_SECTIONS and isinstance(before, dict) and isinstance(value, dict):
+                merged[key] = {**before, **value}
+            else:
+                merged[key] = value
     try:
         return Config.model_validate(merged)
     except ValidationError as exc:

@@ -106,5 +106,5 @@ def select(
     index.require()
     scope = index.scope_of([root]) if root is not None else ()
     text = clean_text(intent)
-    selection = select_context(index, text, config.budget, scope=scope, policy=chosen)
+    selection = select_context(index, text, config.make_budget(), scope=scope, policy=chosen)
     return Selected(selection=selection, index=index, intent=text, repo=root)

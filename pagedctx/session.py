@@ -36,11 +36,15 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagedctx.errors import StoreError, UsageError
+from pagedctx.protocol.budget import BudgetShares
+
+if TYPE_CHECKING:
+    from pagedctx.protocol.budget import Budget
 
 __all__ = ["RoundSummary", "Session", "SessionResult", "run"]
 
@@ -65,7 +69,8 @@ class RoundSummary(BaseModel):
 
 class SessionResult(BaseModel):
     """What an ask gives back: the answer and the pages it cites, the final context (XML and the JSON
-    contract), the rounds, the tokens of the final context, and who answered."""
+    contract), the rounds, the tokens of the final context, the budget (its total and shares), and
+    who answered."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -77,6 +82,7 @@ class SessionResult(BaseModel):
     rounds: tuple[RoundSummary, ...]
     tokens: int
     budget: int
+    budget_shares: BudgetShares
     policy: str
     runtime: Literal["ray", "inproc"]
 
@@ -328,16 +334,18 @@ class Session:
         *,
         trace: str | Path | None = None,
     ) -> SessionResult:
-        """Run the rounds for `intent` until the Worker answers (or `max_rounds`, default 6)."""
+        """Run the rounds for `intent` until the Worker answers (or `max_rounds`, default 6).
+
+        `budget`: the total tokens of the rendered context (default: the profile's `budget`); it is
+        split by the profile's `budget_shares` (docs/run.md).
+        """
         from pagedctx._app import resolve_runtime
         from pagedctx.protocol.text import clean_text
 
         self._check_open()
-        if budget is not None and budget < 1:
-            raise UsageError(f"budget must be a positive number of tokens, not {budget}")
+        chosen_budget = self._config.make_budget(budget)  # the one Budget of this ask, made here
         if max_rounds is not None and max_rounds < 1:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
-        chosen_budget = budget or self._config.budget
         text = clean_text(intent)
         runtime = resolve_runtime(self._config.runtime)
         result, prepared, counter = self._run(text, chosen_budget, max_rounds or 6, trace, runtime)
@@ -378,7 +386,7 @@ class Session:
         return dialogues, documents
 
     def _run(
-        self, intent: str, budget: int, max_rounds: int, trace: str | Path | None, runtime: str
+        self, intent: str, budget: Budget, max_rounds: int, trace: str | Path | None, runtime: str
     ) -> tuple[Any, Any, Any]:
         from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
         from pagedctx.host.ingest.index import Index
@@ -464,7 +472,7 @@ class Session:
             roles.shutdown()
 
     def _result(
-        self, result: Any, prepared: Any, counter: Any, budget: int, runtime: Literal["ray", "inproc"]
+        self, result: Any, prepared: Any, counter: Any, budget: Budget, runtime: Literal["ray", "inproc"]
     ) -> SessionResult:
         from pagedctx.host.records.report import session_contract
 
@@ -472,7 +480,7 @@ class Session:
         contract = session_contract(
             result.state,
             policy=policy,
-            budget=budget,
+            budget=budget.total,
             tokens=result.tokens,
             rounds=len(result.rounds),
             blocks=prepared.blocks,
@@ -500,7 +508,8 @@ class Session:
                 for r in result.rounds
             ),
             tokens=result.tokens,
-            budget=budget,
+            budget=budget.total,
+            budget_shares=budget.shares,
             policy=policy,
             runtime=runtime,
         )

@@ -18,6 +18,7 @@ from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, Worker, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.store.url import open_store
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import token_counter
 
 __all__ = ["DOC", "T0", "TURNS", "Clock", "session", "write_dialogue", "write_inputs"]
@@ -79,7 +80,9 @@ def session(
     counter = token_counter(None)
     index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
     clock = Clock()
-    prepared = prepare(inputs, intent=intent, budget=budget, counter=counter, now=clock(), index=index)
+    prepared = prepare(
+        inputs, intent=intent, budget=Budget(total=budget), counter=counter, now=clock(), index=index
+    )
     parts = SessionParts(
         blocks=prepared.blocks,
         counter=counter,
@@ -89,5 +92,5 @@ def session(
         or (lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final)),
         trace=TraceWriter(tmp_path / "trace.jsonl"),
     )
-    request = SessionRequest(session="s1", intent=intent, budget=budget, max_rounds=rounds)
+    request = SessionRequest(session="s1", intent=intent, budget=Budget(total=budget), max_rounds=rounds)
     return prepared, run_session(prepared.state, request, parts)

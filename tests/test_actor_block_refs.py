@@ -13,6 +13,7 @@ from pagedctx.errors import StoreError
 from pagedctx.host.blocks.base import PieceProvider
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import token_counter
 
 
@@ -26,7 +27,7 @@ def test_the_router_rebuilds_its_blocks_from_the_store(tmp_path: Path) -> None:
     prepared = prepare(
         SessionInputs(dialogues=(write_dialogue(tmp_path / "d.jsonl", turns),), docs=(doc,)),
         intent="service",
-        budget=1000,
+        budget=Budget(total=1000),
         counter=token_counter(None),
         now=Clock()(),
     )

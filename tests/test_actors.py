@@ -18,6 +18,7 @@ from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import token_counter
 
 pytestmark = pytest.mark.integration
@@ -43,7 +44,12 @@ def _session(
     store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
     clock = Clock()
     prepared = prepare(
-        session_inputs, intent=intent, budget=budget, counter=counter, now=clock(), index=Index(store)
+        session_inputs,
+        intent=intent,
+        budget=Budget(total=budget),
+        counter=counter,
+        now=clock(),
+        index=Index(store),
     )
     trace = tmp_path / ("ray.jsonl" if on_ray else "inproc.jsonl")
     url = store.url
@@ -73,7 +79,7 @@ def _session(
             return roles.step(xml, text, explored, final)
 
         parts.worker = worker
-    request = SessionRequest(session="s1", intent=intent, budget=budget, max_rounds=4)
+    request = SessionRequest(session="s1", intent=intent, budget=Budget(total=budget), max_rounds=4)
     restarted: list[tuple[str, int]] = []
     try:
         result = run_session(prepared.state, request, parts)

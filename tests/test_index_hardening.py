@@ -31,6 +31,7 @@ from pagedctx.host.ingest.index import DEFAULT_WAIT_SECONDS, Index, index_wait_s
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, token_counter
 
 # A second process that takes the index lock, says so, and keeps it until stdin closes or a delay.
@@ -153,7 +154,7 @@ def prepare_session(index: Index, repo: Path) -> None:
     prepare(
         SessionInputs(repos=(repo,)),
         intent="sum the cart",
-        budget=2000,
+        budget=Budget(total=2000),
         counter=token_counter(DEFAULT_TOKENIZER),
         now=datetime.now(UTC),
         index=index,

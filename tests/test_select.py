@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from sample_repo import write_repo
 
 from pagedctx.errors import EnvelopeViolation, UsageError
@@ -22,6 +23,7 @@ from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionP
 from pagedctx.host.select.selection import Candidate, Selection
 from pagedctx.host.store.url import open_store
 from pagedctx.host.text.terms import split_identifier, terms
+from pagedctx.protocol.budget import Budget
 
 
 @pytest.fixture
@@ -118,7 +120,9 @@ def test_a_corrupt_cache_is_rebuilt_not_trusted(index: Index) -> None:
 
 def test_core_chunks_come_first_with_their_bodies(index: Index) -> None:
     """S5 L1: the chunk the intent is about is core and shown with its body."""
-    selection = select_context(index, "refuse a port number outside the valid range in parse_port", 2000)
+    selection = select_context(
+        index, "refuse a port number outside the valid range in parse_port", Budget(total=2000)
+    )
     chunks = by_id(selection)
     port = chunks["app/config.py::parse_port"]
     assert port.why in {"l1", "promoted"} and port.mode == "body"
@@ -128,7 +132,9 @@ def test_core_chunks_come_first_with_their_bodies(index: Index) -> None:
 def test_diffusion_pulls_one_hop_definitions_but_not_ambiguous_names(index: Index) -> None:
     """S5 L2: what the core references is pulled in; `get` (5 definitions) is not followed."""
     options = SelectOptions(promote_density=1.0)
-    selection = select_context(index, "load_settings reads the settings file", 600, options=options)
+    selection = select_context(
+        index, "load_settings reads the settings file", Budget(total=600), options=options
+    )
     chunks = by_id(selection)
     assert "app/config.py::load_settings" in chunks
     assert chunks["app/config.py::parse_port"].why in {"l1", "l2"}
@@ -158,7 +164,9 @@ def test_negative_selection_keeps_types_whole_and_skeletons_functions() -> None:
 
 def test_a_mostly_selected_file_is_promoted_whole(index: Index) -> None:
     """S5 auto-promotion: past 50% of a file's chunks in body mode, the whole file is included."""
-    selection = select_context(index, "shout and whisper a greeting: upper-case and lower-case text", 2000)
+    selection = select_context(
+        index, "shout and whisper a greeting: upper-case and lower-case text", Budget(total=2000)
+    )
     assert "app/tiny.py" in [f.path for f in selection.full_files]
     inside = [c for c in selection.chunks if c.path == "app/tiny.py"]
     assert inside and all(c.why == "promoted" and c.tokens == 0 for c in inside)
@@ -170,14 +178,14 @@ def test_a_mostly_selected_file_is_promoted_whole(index: Index) -> None:
 def test_promotion_can_be_switched_off(index: Index) -> None:
     """S5 auto-promotion: the threshold is an option (1.0: never)."""
     selection = select_context(
-        index, "shout and whisper a greeting", 2000, options=SelectOptions(promote_density=1.0)
+        index, "shout and whisper a greeting", Budget(total=2000), options=SelectOptions(promote_density=1.0)
     )
     assert selection.full_files == []
 
 
 def test_a_method_inside_a_selected_body_is_not_repeated(index: Index) -> None:
     """S5 fit: a definition inside a body already shown is never shown again."""
-    selection = select_context(index, "Router Mount Dispatch routes Handler", 4000)
+    selection = select_context(index, "Router Mount Dispatch routes Handler", Budget(total=4000))
     chunks = by_id(selection)
     router = chunks.get("router/router.go::Router")
     if router is not None and router.mode == "body" and router.why != "promoted":
@@ -196,7 +204,7 @@ def test_the_budget_is_exact_and_tiny_budgets_give_small_selections(index: Index
     """S5 fit: exact token counts; a budget too small for anything selects nothing."""
     counter = index.counter
     for budget in (1, 5, 40, 150):
-        selection = select_context(index, "bind the server socket", budget)
+        selection = select_context(index, "bind the server socket", Budget(total=budget))
         assert selection.tokens <= budget
         for chunk in selection.chunks:
             if chunk.why == "promoted":
@@ -209,7 +217,7 @@ def test_the_budget_is_exact_and_tiny_budgets_give_small_selections(index: Index
 
 def test_output_order_is_by_path_and_line(index: Index) -> None:
     """S5: stable order: path, then first line."""
-    selection = select_context(index, "server settings socket port", 3000)
+    selection = select_context(index, "server settings socket port", Budget(total=3000))
     keys = [(c.path, c.start_line, c.id) for c in selection.chunks]
     assert keys == sorted(keys)
     assert [f.path for f in selection.full_files] == sorted(f.path for f in selection.full_files)
@@ -218,15 +226,15 @@ def test_output_order_is_by_path_and_line(index: Index) -> None:
 def test_bad_requests_are_usage_errors(index: Index) -> None:
     """Bad input gets a typed error naming the problem."""
     with pytest.raises(UsageError, match="intent is empty"):
-        select_context(index, "   ", 100)
-    with pytest.raises(UsageError, match="positive"):
-        select_context(index, "x", 0)
+        select_context(index, "   ", Budget(total=100))
+    with pytest.raises(ValidationError, match="greater than 0"):  # no Budget of 0 to select with
+        Budget(total=0)
 
 
 def test_an_empty_index_selects_nothing(tmp_path: Path) -> None:
     """S5: no chunks, no selection (and no crash)."""
     idx = Index(open_store(f"sqlite:///{tmp_path / 'empty.db'}"))
-    selection = select_context(idx, "anything at all", 1000)
+    selection = select_context(idx, "anything at all", Budget(total=1000))
     assert selection.chunks == [] and selection.full_files == [] and selection.tokens == 0
 
 
@@ -245,11 +253,11 @@ def test_property_never_over_budget_and_identical_across_runs(
     """S5 (issue 5 done-means): any intent, any budget: within budget, and the same selection twice,
     including from a catalog read back from disk."""
     intent = " ".join(words)
-    first = select_context(shared_index, intent, budget)
+    first = select_context(shared_index, intent, Budget(total=budget))
     assert first.tokens <= budget
     assert first.tokens == sum(f.tokens for f in first.full_files) + sum(c.tokens for c in first.chunks)
     _MEMO.clear()
-    assert select_context(shared_index, intent, budget) == first
+    assert select_context(shared_index, intent, Budget(total=budget)) == first
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +294,11 @@ def test_a_model_policy_decides_core_and_bodies(index: Index) -> None:
     )
     policy = ModelSelectionPolicy(runner, name="scripted")
     selection = select_context(
-        index, "start the server", 5000, policy=policy, options=SelectOptions(promote_density=1.0)
+        index,
+        "start the server",
+        Budget(total=5000),
+        policy=policy,
+        options=SelectOptions(promote_density=1.0),
     )
     chunks = by_id(selection)
     assert selection.policy == "scripted"
@@ -304,7 +316,7 @@ def test_a_model_naming_ids_it_was_not_offered_is_refused(index: Index) -> None:
     """M3: an answer naming unknown ids is an EnvelopeViolation, never silently trusted."""
     runner = ScriptedRunner({"router_select": {"core": ["app/nowhere.py::ghost"], "rationale": "r"}})
     with pytest.raises(EnvelopeViolation, match="not offered"):
-        select_context(index, "start the server", 500, policy=ModelSelectionPolicy(runner))
+        select_context(index, "start the server", Budget(total=500), policy=ModelSelectionPolicy(runner))
 
 
 # --- explore (P16) ----------------------------------------------------------------------------------------
@@ -347,14 +359,14 @@ def test_a_scope_keeps_the_selection_to_the_repositories_asked_about(tmp_path: P
     idx = Index(open_store(f"sqlite:///{tmp_path / 'two.db'}"))
     idx.update([first, second])
     intent = "refuse a port number outside the valid range in parse_port"
-    everything = select_context(idx, intent, 2000)
+    everything = select_context(idx, intent, Budget(total=2000))
     assert {c.path.split("/")[0] for c in everything.chunks} == {"a", "b"}
     scope = idx.scope_of([second])
     assert scope == ("b",)
-    only = select_context(idx, intent, 2000, scope=scope)
+    only = select_context(idx, intent, Budget(total=2000), scope=scope)
     paths = [c.path for c in only.chunks] + [f.path for f in only.full_files]
     assert only.chunks and {path.split("/")[0] for path in paths} == {"b"}
-    assert select_context(idx, intent, 2000, scope=(".",)) == everything
+    assert select_context(idx, intent, Budget(total=2000), scope=(".",)) == everything
 
 
 def test_a_model_policy_selects_through_the_module_runner(index: Index) -> None:
@@ -372,7 +384,7 @@ def test_a_model_policy_selects_through_the_module_runner(index: Index) -> None:
     backend = ScriptedBackend(answer)
     policy = ModelSelectionPolicy(ModelModuleRunner(backend), name=backend.name)
     selection = select_context(
-        index, "refuse a port number outside the valid range in parse_port", 2000, policy=policy
+        index, "refuse a port number outside the valid range in parse_port", Budget(total=2000), policy=policy
     )
     assert selection.policy == "scripted:scripted" and selection.chunks
     assert backend.requests[0].module == "router_select"

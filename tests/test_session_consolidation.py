@@ -28,6 +28,7 @@ from pagedctx.host.session.scaffold import PreviousRound
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import ConsolidatedPage, SessionState, consult
 from pagedctx.pages.state import Transition
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
@@ -107,8 +108,8 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
     dialogue = write_dialogue(tmp_path / "d.jsonl", turns)
     counter = token_counter(None)
     clock = Clock()
-    prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent="which service restarted", budget=1200,
-                       counter=counter, now=clock())  # fmt: skip
+    prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent="which service restarted",
+                       budget=Budget(total=1200), counter=counter, now=clock())  # fmt: skip
     parts = SessionParts(
         blocks=prepared.blocks,
         counter=counter,
@@ -116,7 +117,9 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=False),
         trace=TraceWriter(tmp_path / "trace.jsonl"),
     )
-    request = SessionRequest(session="s", intent="which service restarted", budget=1200, max_rounds=4)
+    request = SessionRequest(
+        session="s", intent="which service restarted", budget=Budget(total=1200), max_rounds=4
+    )
     result = run_session(prepared.state, request, parts)
     merges = [s for s in result.steps if s.action == "Consolidate"]
     assert merges and all(result.state.pages[m.target].type.value == "Consolidated" for m in merges)
@@ -133,8 +136,8 @@ def test_a_topic_pivot_triggers_a_merge_without_pressure(tmp_path: Path) -> None
     counter = token_counter(None)
     clock = Clock()
     intent = "which port does the staging server listen on"
-    prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent=intent, budget=6000, counter=counter,
-                       now=clock())  # fmt: skip
+    prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent=intent, budget=Budget(total=6000),
+                       counter=counter, now=clock())  # fmt: skip
     parts = SessionParts(
         blocks=prepared.blocks,
         counter=counter,
@@ -142,7 +145,9 @@ def test_a_topic_pivot_triggers_a_merge_without_pressure(tmp_path: Path) -> None
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=False),
     )
     before = (PreviousRound(intent="where shall we have lunch on Friday", answer="ramen"),)
-    request = SessionRequest(session="s", intent=intent, budget=6000, max_rounds=2, history=before)
+    request = SessionRequest(
+        session="s", intent=intent, budget=Budget(total=6000), max_rounds=2, history=before
+    )
     result = run_session(prepared.state, request, parts)
     assert all(r.pressure < 0.9 for r in result.rounds)
     assert any(s.action == "Consolidate" for s in result.steps)

@@ -36,6 +36,7 @@ from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import ConsolidatedPage, SessionState, View
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
@@ -85,7 +86,11 @@ def test_the_sentry_pages_a_long_history(tmp_path: Path) -> None:
     dialogue = _long_history(tmp_path, 60)
     counter = token_counter(None)
     prepared = prepare(
-        SessionInputs(dialogues=(dialogue,)), intent="which port", budget=1500, counter=counter, now=T0
+        SessionInputs(dialogues=(dialogue,)),
+        intent="which port",
+        budget=Budget(total=1500),
+        counter=counter,
+        now=T0,
     )
     assert prepared.sentry is not None and prepared.sentry.mode == "protocol" and prepared.sentry.switched
     roots = [prepared.state.pages[p] for p in prepared.state.flow]
@@ -94,7 +99,7 @@ def test_the_sentry_pages_a_long_history(tmp_path: Path) -> None:
     short = prepare(
         SessionInputs(dialogues=(write_dialogue(tmp_path / "s.jsonl"),)),
         intent="which port",
-        budget=1500,
+        budget=Budget(total=1500),
         counter=counter,
         now=T0,
     )
@@ -218,7 +223,7 @@ def test_topic_segments_of_one_turn_are_the_turn_itself(tmp_path: Path) -> None:
     prepared = prepare(
         SessionInputs(dialogues=(dialogue,)),
         intent="which car",
-        budget=1000,
+        budget=Budget(total=1000),
         counter=token_counter(None),
         now=T0,
     )
@@ -275,7 +280,9 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
 def test_the_router_opens_what_the_last_round_shows_fit() -> None:
     """P12: the allowance of nodes follows what a shown node cost last round (never below the floor)."""
     counter = token_counter(None)
-    frame = _frame_tokens(SessionRequest(session="s", intent="which port", budget=1000), counter)
+    frame = _frame_tokens(
+        SessionRequest(session="s", intent="which port", budget=Budget(total=1000)), counter
+    )
     empty = synthesize(
         SessionState(), SynthesisRequest(budget=10_000, current_time=T0, query="which port"), counter
     )
@@ -293,7 +300,7 @@ def test_a_session_keeps_to_the_repositories_it_was_given(tmp_path: Path) -> Non
     prepared = prepare(
         SessionInputs(repos=(tmp_path / "b",)),
         intent="parse_port refuses a port outside the valid range",
-        budget=3000,
+        budget=Budget(total=3000),
         counter=token_counter(None),
         now=T0,
         index=index,
@@ -351,13 +358,13 @@ def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
 
     counter = token_counter(None)
     clock = Clock()
-    prepared = prepare(inputs.model_copy(update={"repos": ()}), intent="staging port", budget=2500,
-                       counter=counter, now=clock())  # fmt: skip
+    prepared = prepare(inputs.model_copy(update={"repos": ()}), intent="staging port",
+                       budget=Budget(total=2500), counter=counter, now=clock())  # fmt: skip
     parts = SessionParts(
         blocks=prepared.blocks, counter=counter, clock=clock, worker=worker, router_role=router
     )
     result = run_session(
-        prepared.state, SessionRequest(session="s", intent="staging port", budget=2500), parts
+        prepared.state, SessionRequest(session="s", intent="staging port", budget=Budget(total=2500)), parts
     )
     assert result.rounds[0].faults and result.rounds[0].faults[0].startswith("SCHEMA_VIOLATION")
     assert any(s.action == "Fault" and s.target == "router" for s in result.steps)

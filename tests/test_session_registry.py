@@ -14,6 +14,7 @@ from pagedctx.host.records.trace import state_digest
 from pagedctx.host.store.base import Store
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Activation, SessionState, View, consult, end_round
+from pagedctx.protocol.budget import Budget
 
 
 def session_state() -> SessionState:
@@ -120,7 +121,11 @@ def test_the_loop_persists_every_round(tmp_path: Path) -> None:
     clock = Clock()
     dialogue = write_dialogue(tmp_path / "chat.jsonl")
     prepared = prepare(
-        SessionInputs(dialogues=(dialogue,)), intent="staging port", budget=2000, counter=counter, now=clock()
+        SessionInputs(dialogues=(dialogue,)),
+        intent="staging port",
+        budget=Budget(total=2000),
+        counter=counter,
+        now=clock(),
     )
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     parts = SessionParts(
@@ -132,7 +137,9 @@ def test_the_loop_persists_every_round(tmp_path: Path) -> None:
         registry=SessionRegistry(store, "run1"),
     )
     result = run_session(
-        prepared.state, SessionRequest(session="run1", intent="staging port", budget=2000), parts
+        prepared.state,
+        SessionRequest(session="run1", intent="staging port", budget=Budget(total=2000)),
+        parts,
     )
     persisted = SessionRegistry(store, "run1").load()
     assert persisted.round == len(result.rounds)

@@ -5,26 +5,29 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagedctx.host.session.sentry import SentryConfig, topic_segments, watch
+from pagedctx.host.session.sentry import topic_segments, watch
+from pagedctx.protocol.budget import Budget, BudgetShares
+
+THOUSAND = Budget(total=1000)
 
 
 def test_the_sentry_switches_exactly_at_its_threshold() -> None:
     """P13: below the pressure threshold chat mode stays; at it, protocol mode, for good."""
-    below = watch("chat", history_tokens=700, input_tokens=99, budget=1000)
+    below = watch("chat", history_tokens=700, input_tokens=99, budget=THOUSAND)
     assert below.mode == "chat" and not below.switched and below.pressure == 0.799
-    at = watch("chat", history_tokens=700, input_tokens=100, budget=1000)
+    at = watch("chat", history_tokens=700, input_tokens=100, budget=THOUSAND)
     assert at.mode == "protocol" and at.switched and "0.80" in at.reason
-    kept = watch("protocol", history_tokens=10, input_tokens=1, budget=1000)
+    kept = watch("protocol", history_tokens=10, input_tokens=1, budget=THOUSAND)
     assert kept.mode == "protocol" and not kept.switched
 
 
 def test_a_huge_input_switches_alone() -> None:
     """P13: one input taking half the budget switches even with no history."""
-    decision = watch("chat", history_tokens=0, input_tokens=500, budget=1000)
+    decision = watch("chat", history_tokens=0, input_tokens=500, budget=THOUSAND)
     assert decision.switched and "50%" in decision.reason
-    assert not watch("chat", history_tokens=0, input_tokens=499, budget=1000).switched
-    custom = SentryConfig(pressure_threshold=0.5)
-    assert watch("chat", history_tokens=400, input_tokens=100, budget=1000, config=custom).switched
+    assert not watch("chat", history_tokens=0, input_tokens=499, budget=THOUSAND).switched
+    custom = Budget(total=1000, shares=BudgetShares(chat_pressure=0.5))
+    assert watch("chat", history_tokens=400, input_tokens=100, budget=custom).switched
 
 
 def test_segments_cut_at_topic_pivots_and_size() -> None:

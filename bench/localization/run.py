@@ -14,7 +14,7 @@ context for the intent under budgets of 1k, 2k, 4k, 8k and 32k cl100k tokens. Se
 - `chunk-bm25-code` (a stronger reference, not asked for): chunk-bm25 with pagedctx's code terms
   (identifiers split on camelCase/snake_case, light stemming) instead of bm25s's word tokenizer,
   to show how much of `ours` is tokenization alone.
-- `ours`: `pagedctx.host.select.select_context(index, intent, budget)`: whole files and chunks
+- `ours`: `pagedctx.host.select.select_context(index, intent, Budget(total=budget))`: whole files and chunks
   (bodies or skeletons; both count here, `def_recall_body` in results.json counts bodies only).
 Metrics, per case, then macro-averaged over cases (per repository and overall):
 - file recall: the fraction of gold files with something selected (the whole file or a chunk);
@@ -45,6 +45,7 @@ from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.store.url import open_store
 from pagedctx.host.text.terms import terms
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
 HERE = Path(__file__).resolve().parent
@@ -192,8 +193,8 @@ def load_ours() -> Callable[[Index, str, int], Any] | None:
     return select_context
 
 
-def pick_ours(select: Callable[[Index, str, int], Any], index: Index, intent: str, budget: int) -> Picked:
-    selection = select(index, intent, budget)
+def pick_ours(select: Callable[[Index, str, Budget], Any], index: Index, intent: str, budget: int) -> Picked:
+    selection = select(index, intent, Budget(total=budget))
     picked = Picked()
     for full in selection.full_files:
         picked.files.add(full.path)

@@ -10,6 +10,10 @@ the round changed, not the size of the session. Lines are written whole and flus
 crash loses at most the round in progress, never an earlier one. Reading checks the version and
 names the line of any bad event.
 
+Version 3 adds `budget_shares`: the shares of the round's budget (`pagedctx.protocol.budget`;
+`budget` stays the total), so a trace says how its budget was split. Version 2 events (no
+shares) still read, with `budget_shares` None.
+
 Text the trace records is recorded as it was, even when it is not valid Unicode: a lone surrogate
 (an `--intent` with bytes that are not UTF-8 before the CLI cleaned it, a worker's raw output that
 the parser refused) is written as its JSON escape (`\\udcff`), which reads back to the same
@@ -32,9 +36,11 @@ from pydantic_core import PydanticSerializationError
 from pagedctx.errors import UsageError
 from pagedctx.pages import Page, SessionState, View
 from pagedctx.pages.pmap import PMap
+from pagedctx.protocol.budget import BudgetShares
 from pagedctx.protocol.context import TraceStep
 
 __all__ = [
+    "READABLE_VERSIONS",
     "TRACE_VERSION",
     "PageLine",
     "RoundEvent",
@@ -48,7 +54,8 @@ __all__ = [
     "state_digest",
 ]
 
-TRACE_VERSION: Literal[2] = 2
+TRACE_VERSION: Literal[3] = 3
+READABLE_VERSIONS = (2, 3)  # 2: before `budget_shares`
 Place = Literal["flow", "background", "child", "hidden"]
 V = TypeVar("V")
 
@@ -75,7 +82,7 @@ class RoundEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[2] = TRACE_VERSION
+    version: Literal[2, 3] = TRACE_VERSION
     session: str
     round: int = Field(ge=0)
     time: datetime
@@ -85,7 +92,10 @@ class RoundEvent(BaseModel):
     plan: dict[str, Any] = Field(default_factory=dict)
     xml_sha256: str
     xml_tokens: int = Field(ge=0)
-    budget: int = Field(gt=0)
+    budget: int = Field(gt=0, description="the total of the round's budget")
+    budget_shares: BudgetShares | None = Field(
+        default=None, description="how the budget was split (version 3; None in version 2 events)"
+    )
     worker_output: str = ""
     actions: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[TraceStep] = Field(default_factory=list)
@@ -294,10 +304,10 @@ def read_trace(path: Path | str) -> Iterator[RoundEvent]:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{source}:{number}: not JSON ({exc.msg}); the trace is damaged") from exc
-            if isinstance(raw, dict) and raw.get("version") != TRACE_VERSION:
+            if isinstance(raw, dict) and raw.get("version") not in READABLE_VERSIONS:
                 raise UsageError(
                     f"{source}:{number}: trace version {raw.get('version')!r}, this pagedctx reads "
-                    f"{TRACE_VERSION}; use the pagedctx that wrote it"
+                    f"{' and '.join(map(str, READABLE_VERSIONS))}; use the pagedctx that wrote it"
                 )
             try:
                 yield RoundEvent.model_validate(raw)

@@ -1,14 +1,14 @@
 """Background consolidation (P10, P12, P13): under token pressure, old flow roots are merged.
 
-After a round whose view took `PRESSURE` of the budget or more, the host picks the oldest run of
-flow roots outside the intent focus, in any view (at least `MIN_GROUP`, at most `MAX_GROUP`, on the timeline)
-and submits them to the Consolidator (the baseline's extractive `consolidate`, or a model through
-the `consolidator` module, which must keep every identifier of its sources). The Consolidator
-works while the next round runs (a Ray actor in its own concurrency group, or at once in-process);
-the host applies the merge at the following round boundary: a new Consolidated root (freeze)
-adopts the group, which leaves the flow folded (Summary) and stays reachable by unpacking it. If
-the group changed meanwhile (a page revealed, zoomed or removed), the merge is dropped, never
-half-applied.
+After a round whose view took the budget's `merge_pressure` share or more, the host picks the
+oldest run of flow roots outside the intent focus, in any view (at least `MIN_GROUP`, at most
+`MAX_GROUP`, on the timeline) and submits them to the Consolidator (the baseline's extractive
+`consolidate`, or a model through the `consolidator` module, which must keep every identifier of
+its sources). The Consolidator works while the next round runs (a Ray actor in its own concurrency
+group, or at once in-process); the host applies the merge at the following round boundary: a new
+Consolidated root (freeze) adopts the group, which leaves the flow folded (Summary) and stays
+reachable by unpacking it. If the group changed meanwhile (a page revealed, zoomed or removed),
+the merge is dropped, never half-applied.
 A merge that fails (a model that broke its contract twice) is a fault step; nothing changes.
 """
 
@@ -30,7 +30,6 @@ from pagedctx.protocol.render import timeline_key
 __all__ = [
     "MAX_GROUP",
     "MIN_GROUP",
-    "PRESSURE",
     "Consolidator",
     "Pending",
     "Submit",
@@ -40,7 +39,6 @@ __all__ = [
     "merge_group",
 ]
 
-PRESSURE = 0.9
 MIN_GROUP = 3
 MAX_GROUP = 8
 Consolidator = Callable[[Sequence[Page], str], tuple[str, tuple[str, ...]]]

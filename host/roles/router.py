@@ -41,18 +41,12 @@ __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "
 RECENCY = 0.15
 DIGEST = 0.5
 DEFAULT_MAX_HOT = 6
-HOT_TOKENS = 250  # one hot page costs about this much shown (itself and the siblings its reveal shows)
-
-
-def hot_for_budget(budget: int) -> int:
-    """How many pages a budget can take hot: one per `HOT_TOKENS`, between 2 and 12."""
-    return max(2, min(12, budget // HOT_TOKENS))
 
 
 class RouterConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_hot: int | None = Field(default=None, ge=0, description="None: scaled with the budget (loop)")
+    max_hot: int | None = Field(default=None, ge=0, description="None: the budget's `max_hot` (loop)")
     max_indexed: int = Field(default=12, ge=0)
     hot_ratio: float = Field(default=0.3, gt=0, le=1)
     max_pblocks: int = Field(default=6, ge=0)

@@ -7,9 +7,9 @@ L2  one-hop diffusion: every chunk defining a symbol a core chunk references, ex
     defined in more than `max_definitions` places (`get`, `run` cannot flood the context);
 L2.5 negative selection: the policy decides which dependencies keep their body; the rest are shown
     as skeletons;
-fit exact token counts (the index's tokenizer) in priority order: core bodies (up to `core_share`
-    of the budget), dependencies, skeletons of the next-ranked candidates (up to `skeleton_share`
-    of the budget), bodies for the best skeletons while they fit, then more skeletons; a
+fit exact token counts (the index's tokenizer) in priority order: core bodies (up to the budget's
+    `core` share), dependencies, skeletons of the next-ranked candidates (up to its `skeleton`
+    share), bodies for the best skeletons while they fit, then more skeletons; a
     definition inside a body already shown is never repeated;
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.
 
@@ -36,6 +36,7 @@ from pagedctx.host.select.selection import (
     SelectOptions,
     Why,
 )
+from pagedctx.protocol.budget import Budget
 
 __all__ = ["select_context"]
 
@@ -52,21 +53,20 @@ class _Pick:
 def select_context(
     index: Index,
     intent: str,
-    budget: int,
+    budget: Budget,
     *,
     policy: SelectionPolicy | None = None,
     options: SelectOptions | None = None,
     scope: Sequence[str] = (),
 ) -> Selection:
-    """Select the context for `intent` within `budget` tokens (see the module docstring).
+    """Select the context for `intent` within `budget.total` tokens, split by its shares (see the
+    module docstring).
 
     `scope`: index paths (`Index.scope_of(roots)`) the selection keeps to, when the store holds
     more than the repositories asked about; empty: the whole index.
     """
     if not intent.strip():
         raise UsageError("the intent is empty: say what change the context is for")
-    if budget <= 0:
-        raise UsageError(f"the budget must be a positive number of tokens, not {budget}")
     catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
     ranking = rank(catalog, intent, scope)
@@ -91,7 +91,7 @@ class _Pipeline:
         self._candidates: dict[int, Candidate] = {}
         self.picks: dict[int, _Pick] = {}
         self.used = 0
-        self.budget = 0
+        self.budget = 0  # the total of the budget `run` was given
 
     # --- chunk access ---------------------------------------------------------------------------
 
@@ -128,8 +128,8 @@ class _Pipeline:
 
     # --- the pipeline ---------------------------------------------------------------------------
 
-    def run(self, intent: str, budget: int) -> Selection:
-        self.budget = budget
+    def run(self, intent: str, budget: Budget) -> Selection:
+        self.budget = budget.total
         ranked = self.ranking.top(self.options.max_candidates)
         self._load(ranked[:_OFFERED])
         offered = [c for r in ranked[:_OFFERED] if (c := self.candidate(r)) is not None]
@@ -140,12 +140,12 @@ class _Pipeline:
         dep_candidates = [c for r, n in dependencies.items() if (c := self.candidate(r, n)) is not None]
         core_candidates = [c for r in core if (c := self.candidate(r)) is not None]
         keep = self.policy.keep_bodies(intent, core_candidates, dep_candidates) if dep_candidates else set()
-        self._fit_core(core)
+        self._fit_core(core, budget.core_tokens)
         for row in dependencies:
             mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
             self._add(row, mode, "l2") or (mode == "body" and self._add(row, "skeleton", "l2"))
         self._load(ranked)
-        first_limit = self.used + self.options.skeleton_share * budget
+        first_limit = self.used + budget.skeleton_tokens
         for row in ranked:  # skeletons of the next candidates, up to their share of the budget
             self._add(row, "skeleton", "l1", limit=first_limit)
         for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
@@ -173,8 +173,7 @@ class _Pipeline:
         order = sorted(needed, key=lambda r: (-needed[r], -self.ranking.scores[r], r))
         return {r: needed[r] for r in order[: self.options.max_dependencies]}
 
-    def _fit_core(self, core: list[int]) -> None:
-        cap = self.options.core_share * self.budget
+    def _fit_core(self, core: list[int], cap: float) -> None:
         core_body = 0
         for position, row in enumerate(core):
             candidate = self.candidate(row)

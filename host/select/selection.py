@@ -22,7 +22,8 @@ Why = Literal["l1", "l2", "promoted"]
 
 
 class SelectOptions(BaseModel):
-    """Knobs of the pipeline; the defaults are what `pagedctx select` uses."""
+    """Knobs of the pipeline; the defaults are what `pagedctx select` uses (its shares of the budget
+    are the budget's own: `pagedctx.protocol.budget.Budget`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,12 +35,6 @@ class SelectOptions(BaseModel):
     )
     promote_density: float = Field(
         default=0.5, gt=0, le=1, description="a file whose selected share passes this is included whole"
-    )
-    skeleton_share: float = Field(
-        default=0.3, ge=0, le=1, description="share of the budget skeletons fill before bodies are upgraded"
-    )
-    core_share: float = Field(
-        default=0.6, gt=0, le=1, description="share of the budget core bodies may take before the rest"
     )
 
 

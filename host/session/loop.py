@@ -27,7 +27,6 @@ from pagedctx.host.records.memory import Memory
 from pagedctx.host.records.registry import SessionRegistry
 from pagedctx.host.records.trace import RoundEvent, TraceRecorder, TraceWriter
 from pagedctx.host.roles.consolidation import (
-    PRESSURE,
     Pending,
     Submit,
     apply_merge,
@@ -35,7 +34,7 @@ from pagedctx.host.roles.consolidation import (
     in_process,
     merge_group,
 )
-from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan, hot_for_budget
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
@@ -45,6 +44,7 @@ from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import SessionState, View
 from pagedctx.pages.moves import end_round
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.context import TraceStep
 from pagedctx.protocol.instructions import Explore, parse_worker_output
 from pagedctx.protocol.tokens import TokenCounter
@@ -54,7 +54,6 @@ __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Wo
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
 NODE_TOKENS = 45  # a shown <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
-TRACE_SHARE = 0.15  # of the budget, at most, for the shown <Reasoning_Trace>
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
 
@@ -64,7 +63,7 @@ class SessionRequest(BaseModel):
 
     session: str
     intent: str
-    budget: int = Field(gt=0)
+    budget: Budget
     max_rounds: int = Field(default=6, ge=1)
     head: str = ""
     policy: str = "baseline"
@@ -121,15 +120,15 @@ def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> fro
     return frozenset([*hot, *(a for a in added if state.views.get(a) is not View.SUMMARY)])
 
 
-def _shown_trace(steps: Sequence[TraceStep], budget: int, counter: TokenCounter) -> tuple[TraceStep, ...]:
-    """The latest worker steps, at most `TRACE_STEPS_SHOWN` and `TRACE_SHARE` of the budget."""
+def _shown_trace(steps: Sequence[TraceStep], budget: Budget, counter: TokenCounter) -> tuple[TraceStep, ...]:
+    """The latest worker steps, at most `TRACE_STEPS_SHOWN` and the budget's `trace` share."""
     shown: list[TraceStep] = []
     used = 0
     for step in reversed(steps[-TRACE_STEPS_SHOWN:]):
         cost = (
             counter.count(f'<Step action="{step.action}" target="{step.target}" reason="{step.reason}"/>') + 4
         )
-        if used + cost > TRACE_SHARE * budget:
+        if used + cost > budget.trace_tokens:
             break
         shown.append(step)
         used += cost
@@ -197,7 +196,7 @@ def _render(
 ) -> Synthesis:
     """The governed `<PagedContext>` of a round (or of the session's end) within the budget."""
     asked = SynthesisRequest(
-        budget=request.budget,
+        budget=request.budget.total,
         current_time=view.now,
         query=view.query,
         trace=_shown_trace(worker_steps, request.budget, parts.counter),
@@ -291,7 +290,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     router_config = (
         parts.router
         if parts.router.max_hot is not None
-        else parts.router.model_copy(update={"max_hot": hot_for_budget(request.budget)})
+        else parts.router.model_copy(update={"max_hot": request.budget.max_hot})
     )
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
@@ -326,7 +325,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
-        allowance = max(1, (request.budget - frame) // node_tokens)
+        allowance = max(1, (request.budget.total - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
         _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
@@ -352,7 +351,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         before = state
         state = end_round(state).state
         _sync(router, before, state)
-        if synthesis.tokens >= PRESSURE * request.budget:
+        if synthesis.tokens >= request.budget.merge_tokens:
             pending = _submit_merge(state, last_focus, parts, intent.text)
         if parts.registry is not None:
             parts.registry.save(state)
@@ -361,7 +360,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             intent=intent.text,
             actions=actions,
             tokens=synthesis.tokens,
-            pressure=round(synthesis.tokens / request.budget, 4),
+            pressure=request.budget.pressure(synthesis.tokens),
             dehydrated=len(synthesis.steps),
             faults=tuple(faults),
             added=len(added),
@@ -374,7 +373,8 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
                 "input": request.intent, "intent": intent.text, "plan": plan.model_dump(mode="json"),
                 "xml_sha256": hashlib.sha256(synthesis.xml.encode()).hexdigest(),
                 "xml_tokens": synthesis.tokens,
-                "budget": request.budget, "worker_output": raw, "actions": acted.action_dicts,
+                "budget": request.budget.total, "budget_shares": request.budget.shares,
+                "worker_output": raw, "actions": acted.action_dicts,
                 "steps": round_steps, "faults": [{"message": f} for f in faults], "answer": round_answer,
             }  # fmt: skip
             digest, lines, removed = recorder.record(state)

@@ -2,11 +2,11 @@
 
 `watch` decides the mode of the next round. A session starts in chat mode (the dialogue shown
 whole); it switches to protocol mode, for good, when the token pressure (history + input over the
-budget) reaches `pressure_threshold`, or when one input alone takes `huge_input_share` of the
-budget. On the switch the linear history is paged retroactively: `topic_segments` cuts the turns
-into segments at topic pivots (the turn shares too few terms with the turns just before it) and
-wherever a segment would pass `max_tokens`; each segment becomes a Consolidated page over its
-turns' Original pages.
+budget) reaches the budget's `chat_pressure` share, or when one input alone takes its
+`huge_input` share (`pagedctx.protocol.budget`). On the switch the linear history is paged
+retroactively: `topic_segments` cuts the turns into segments at topic pivots (the turn shares too
+few terms with the turns just before it) and wherever a segment would pass `max_tokens`; each
+segment becomes a Consolidated page over its turns' Original pages.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.host.text.terms import terms
+from pagedctx.protocol.budget import Budget
 
 __all__ = ["SentryConfig", "SentryDecision", "is_pivot", "topic_segments", "watch"]
 
@@ -26,8 +27,6 @@ Mode = Literal["chat", "protocol"]
 class SentryConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    pressure_threshold: float = Field(default=0.8, gt=0, le=1)
-    huge_input_share: float = Field(default=0.5, gt=0, le=1)
     pivot_similarity: float = Field(default=0.08, ge=0, le=1, description="below this, a new topic")
     window: int = Field(default=3, ge=1, description="turns a new turn is compared with")
 
@@ -41,21 +40,19 @@ class SentryDecision(BaseModel):
     reason: str
 
 
-def watch(
-    mode: Mode, *, history_tokens: int, input_tokens: int, budget: int, config: SentryConfig | None = None
-) -> SentryDecision:
+def watch(mode: Mode, *, history_tokens: int, input_tokens: int, budget: Budget) -> SentryDecision:
     """The mode of the next round (see the module docstring)."""
-    cfg = config or SentryConfig()
-    pressure = round((history_tokens + input_tokens) / budget, 4)
+    pressure = budget.pressure(history_tokens + input_tokens)
+    threshold = budget.shares.chat_pressure
     if mode == "protocol":
         return SentryDecision(
             mode="protocol", switched=False, pressure=pressure, reason="protocol mode is kept"
         )
-    if pressure >= cfg.pressure_threshold:
-        reason = f"token pressure {pressure:.2f} reached {cfg.pressure_threshold:.2f}"
+    if pressure >= threshold:
+        reason = f"token pressure {pressure:.2f} reached {threshold:.2f}"
         return SentryDecision(mode="protocol", switched=True, pressure=pressure, reason=reason)
-    if input_tokens >= cfg.huge_input_share * budget:
-        reason = f"one input of {input_tokens} tokens is {input_tokens / budget:.0%} of the budget"
+    if input_tokens >= budget.huge_input_tokens:
+        reason = f"one input of {input_tokens} tokens is {input_tokens / budget.total:.0%} of the budget"
         return SentryDecision(mode="protocol", switched=True, pressure=pressure, reason=reason)
     return SentryDecision(mode="chat", switched=False, pressure=pressure, reason="within budget")
 

@@ -1,13 +1,14 @@
 """Preparing a session (P2, P13, P17, S5): blocks from what the user gave, and the first state.
 
 - Repositories are indexed (only changed files re-parse); diamond selection for the intent fills
-  the first view with the code it needs (up to `code_share` of the budget), and the repository
+  the first view with the code it needs (up to the budget's `code` share), and the repository
   blocks stay searchable for the router and Explore. Both keep to the repositories given, even
   when the store indexes more.
 - Dialogues (JSONL turns) are History pages. The sentry (P13) decides the mode: while the history
-  and the intent fit under its pressure threshold the turns are shown whole (chat mode); otherwise
+  and the intent fit under the budget's `chat_pressure` share the turns are shown whole (chat mode); otherwise
   the history is paged retroactively: topic segments become Consolidated pages over their turns,
-  shown as summaries the worker can unpack.
+  shown as summaries the worker can unpack; the latest segments stay in the flow within the
+  budget's `recent` share.
 - Documents are structured blocks shown as one summary page each, unpacked on demand (P17).
 """
 
@@ -27,13 +28,14 @@ from pagedctx.host.blocks.document import DocumentProvider
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
-from pagedctx.host.session.sentry import SentryConfig, SentryDecision, topic_segments, watch
+from pagedctx.host.session.sentry import SentryDecision, topic_segments, watch
 from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, lead, to_keywords
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Placement, Transition
+from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["Prepared", "SessionInputs", "prepare"]
@@ -45,9 +47,7 @@ class SessionInputs(BaseModel):
     repos: tuple[Path, ...] = ()
     dialogues: tuple[Path, ...] = ()
     docs: tuple[Path, ...] = ()
-    code_share: float = 0.5
     segment_tokens: int = 160
-    recent_share: float = 0.2
 
 
 class Prepared(BaseModel):
@@ -144,11 +144,12 @@ def _dialogue_pages(
 
 
 def _selected(
-    index: Index, intent: str, budget: int, scope: tuple[str, ...], state: SessionState, *, others: bool
+    index: Index, intent: str, budget: Budget, scope: tuple[str, ...], state: SessionState, *, others: bool
 ) -> tuple[SessionState, int]:
-    """`state` with the code diamond selection chooses for the intent (S5), and its tokens."""
+    """`state` with the code diamond selection chooses for the intent (S5) within `budget`, and its
+    tokens."""
     try:
-        selection = select_context(index, intent, max(1, budget), scope=scope)
+        selection = select_context(index, intent, budget, scope=scope)
     except NoSearchTerms:
         # a chat turn such as "and then?" selects no code; the repositories stay addressable
         # (router, Explore); with nothing else to page, the person is told (issue 13 item 9)
@@ -170,11 +171,10 @@ def prepare(
     inputs: SessionInputs,
     *,
     intent: str,
-    budget: int,
+    budget: Budget,
     counter: TokenCounter,
     now: datetime,
     index: Index | None = None,
-    sentry: SentryConfig | None = None,
     dialogues: Sequence[DialogueProvider] = (),
     documents: Sequence[DocumentProvider] = (),
     state: SessionState | None = None,
@@ -204,7 +204,7 @@ def prepare(
             state, selection_tokens = _selected(
                 index,
                 intent,
-                int(budget * inputs.code_share),
+                budget.code,
                 scope,
                 state,
                 others=bool(inputs.dialogues or inputs.docs or dialogues or documents),
@@ -229,11 +229,10 @@ def prepare(
             history_tokens=history + selection_tokens,
             input_tokens=counter.count(intent),
             budget=budget,
-            config=sentry,
         )
         for _, turns in dialogue_turns:
             pages, views, hidden = _dialogue_pages(
-                turns, decision, taken, inputs.segment_tokens, int(budget * inputs.recent_share)
+                turns, decision, taken, inputs.segment_tokens, budget.recent_tokens
             )
             state = _added(state, [p for p in pages if p.id not in hidden], views)
             state = _added(state, [p for p in pages if p.id in hidden], {}, Placement.INDEX)
