@@ -58,6 +58,7 @@ from pagedctx.host.session.loop import (  # run_session's own steps
     _sync,
 )
 from pagedctx.host.session.synthesis import Synthesis, SynthesisRequest, synthesize
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import (
     ConsolidatedPage,
@@ -321,7 +322,7 @@ def one_round(run: Run, intent: str, now: datetime) -> Round:
     clock = time.perf_counter
     state, search = run.state, run.search
     start = clock()
-    plan = address(state, intent=intent, search=search, config=run.config)
+    plan = address(state, intent=Intent.of(intent), search=search, config=run.config)
     addressed = clock()
     allowance = max(1, (run.budget - run.frame) // run.node_tokens)
     planned, added = apply_plan(state, plan, None, now=now, max_nodes=allowance)

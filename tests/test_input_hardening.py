@@ -39,6 +39,7 @@ from pagedctx.host.select.explore import explore_code
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.store.url import open_store
 from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import Origin, OriginalPage, SessionState
@@ -177,12 +178,12 @@ def test_session_router_takes_intents_without_terms(tmp_path: Path, intent: str)
     )
     assert code == 0, err
     assert out.startswith("<PagedContext")
-    assert focus_terms(intent) == []
+    assert focus_terms(Intent.of(intent)) == []
     expanded = ExpandedSearch()
     expanded.set_query(intent)
     for search in (PageSearch(), expanded):
         search.add("p1", terms("Why is 0 refused by the parser?"))
-        assert search.top(focus_terms(intent), 5) == [] and search.scores([]) == {}
+        assert search.top(focus_terms(Intent.of(intent)), 5) == [] and search.scores([]) == {}
 
 
 def test_explore_finds_a_stop_word_name_or_says_it_searched_nothing(repo: Path, store: str) -> None:

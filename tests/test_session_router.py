@@ -16,6 +16,7 @@ from pagedctx.host.roles.model_backed import ModelRouter
 from pagedctx.host.roles.router import RouterConfig, address
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest
 from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import SessionState
 
@@ -37,7 +38,9 @@ def test_a_repeated_remark_is_addressed_once_as_its_latest_instance() -> None:
     )
     search = PageSearch()
     search.add_pages(state.pages.values())
-    plan = address(state, intent="which car do I drive", search=search, config=RouterConfig(max_hot=3))
+    plan = address(
+        state, intent=Intent.of("which car do I drive"), search=search, config=RouterConfig(max_hot=3)
+    )
     addressed = [*plan.hot, *plan.indexed]
     tyres = [pid for pid in addressed if "tyres" in state.pages[pid].summary]
     assert tyres == ["00000005"]  # the latest of the three copies
@@ -67,7 +70,10 @@ def test_precision_counts_a_related_word_as_half_a_match(expanded: ExpandedSearc
     assert expanded.coverage("00000002") == 0.5
     assert expanded.coverage("00000003") == 0.0
     plan = address(
-        state, intent="where does my sibling reside", search=expanded, config=RouterConfig(max_hot=2)
+        state,
+        intent=Intent.of("where does my sibling reside"),
+        search=expanded,
+        config=RouterConfig(max_hot=2),
     )
     assert set(plan.hot) == {"00000001", "00000002"}
 
@@ -96,12 +102,14 @@ def test_a_router_model_decides_hot_and_indexed_among_what_was_recalled() -> Non
     backend = ScriptedBackend([router_answer(["00000002"], ["00000001"])])
     router = ModelRouter(ModelModuleRunner(backend), LocalRouter())
     router.sync([], list(state.pages.values()))
-    plan = router.plan(state, PlanRequest(intent="which car do I drive", config=RouterConfig(max_hot=2)))
+    plan = router.plan(
+        state, PlanRequest(intent=Intent.of("which car do I drive"), config=RouterConfig(max_hot=2))
+    )
     assert plan.hot == ("00000002",) and plan.indexed == ("00000001",) and plan.policy == "scripted:scripted"
     offered = [page["id"] for page in json.loads(backend.requests[0].user)["pages"]]
     assert set(offered) <= set(state.pages) and "00000002" in offered
     wrong = ScriptedBackend([router_answer(["deadbeef"], [])] * 2)
     stray = ModelRouter(ModelModuleRunner(wrong), router.local)
     with pytest.raises(EnvelopeViolation, match="not offered"):
-        stray.plan(state, PlanRequest(intent="which car do I drive"))
+        stray.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))
     assert wrong.requests[1].attempt == 2 and "deadbeef" in wrong.requests[1].user

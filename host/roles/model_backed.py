@@ -111,7 +111,7 @@ class ModelRouter(_ModelRole):
         max_hot = request.config.max_hot if request.config.max_hot is not None else 6
         payload = {
             "head": request.head,
-            "tail": request.intent,
+            "tail": request.intent.text,
             "pages": [
                 {k: v for k, v in _page_payload(state.pages[pid]).items() if k != "content"}
                 for pid in offered

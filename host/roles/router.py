@@ -27,6 +27,7 @@ from pagedctx.errors import PagedctxError
 from pagedctx.host.blocks.base import BlockProvider, TakenIds, materialize
 from pagedctx.host.records.memory import Memory, MemoryItem
 from pagedctx.host.select.policy import BASELINE_POLICY
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.keywords import to_keywords
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.host.text.terms import identifiers, terms, word_terms
@@ -36,7 +37,7 @@ from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
 
-__all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms"]
+__all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms", "focus_words"]
 
 RECENCY = 0.15
 DIGEST = 0.5
@@ -79,17 +80,17 @@ class RouterPlan(BaseModel):
     memory: tuple[MemoryItem, ...] = ()
 
 
-def focus_words(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
+def focus_words(intent: Intent, head: str = "", head_terms: int = 6) -> list[str]:
     """The words behind `focus_terms`, as written: what block searches take (they stem themselves;
     a stemmed term stemmed again is another word: `address` -> `addres` -> `addr`)."""
-    tail = [w for w in dict.fromkeys(identifiers(intent)) if word_terms(w)]
+    tail = list(intent.words)
     extra = [w for w in dict.fromkeys(identifiers(head)) if word_terms(w) and w not in tail][:head_terms]
     return tail + extra
 
 
-def focus_terms(intent: str, head: str = "", head_terms: int = 6) -> list[str]:
+def focus_terms(intent: Intent, head: str = "", head_terms: int = 6) -> list[str]:
     """The focus keywords: the tail's terms, then a few of the head's (P8 intent anchoring)."""
-    tail = list(dict.fromkeys(terms(intent)))
+    tail = list(intent.terms)
     extra = [t for t in dict.fromkeys(terms(head)) if t not in tail][:head_terms]
     return tail + extra
 
@@ -120,7 +121,7 @@ def _distinct(state: SessionState, ranked: Sequence[str]) -> list[str]:
 def address(
     state: SessionState,
     *,
-    intent: str,
+    intent: Intent,
     search: PageSearch,
     blocks: BlockProvider | None = None,
     block_roots: Sequence[str] = (),
@@ -175,7 +176,7 @@ def address(
         tuple(memory.recall(keywords, cfg.memory_limit)) if memory and keywords and cfg.memory_limit else ()
     )
     return RouterPlan(
-        intent_focus=intent,
+        intent_focus=intent.text,
         keywords=tuple(keywords),
         hot=hot,
         indexed=indexed,

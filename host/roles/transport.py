@@ -18,6 +18,7 @@ from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.records.memory import Memory
 from pagedctx.host.roles.router import RouterConfig, RouterPlan, address
 from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Page, SessionState, View
 from pagedctx.pages.pmap import PMap
@@ -40,7 +41,7 @@ class PlanRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    intent: str
+    intent: Intent
     head: str = ""
     block_roots: tuple[str, ...] = ()
     config: RouterConfig = Field(default_factory=RouterConfig)
@@ -75,7 +76,7 @@ class LocalRouter:
 
     def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
         if isinstance(self.search, ExpandedSearch):
-            self.search.set_query(f"{request.head} {request.intent}")
+            self.search.set_query(f"{request.head} {request.intent.text}")
         return address(
             state,
             intent=request.intent,

@@ -309,7 +309,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         if number == 0 and request.history and is_pivot(intent.text, request.history[-1].intent):
             pending = _submit_merge(state, frozenset(), parts, intent.text)  # P13: the talk turned
         asked = PlanRequest(
-            intent=intent.text,
+            intent=intent,
             head=request.head,
             block_roots=tuple(parts.block_roots) if intent.text not in addressed else (),
             config=router_config,

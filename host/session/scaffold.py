@@ -15,9 +15,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.terms import terms
 
-__all__ = ["LOW_INFORMATION", "Intent", "PreviousRound", "is_low_information", "scaffold"]
+__all__ = ["LOW_INFORMATION", "PreviousRound", "is_low_information", "scaffold"]
 
 LOW_INFORMATION = frozenset(
     {
@@ -68,16 +69,6 @@ class PreviousRound(BaseModel):
     intent: str
     answer: str | None = None
     targets: tuple[str, ...] = ()
-
-
-class Intent(BaseModel):
-    """The intent a round works on, and whether it was rebuilt."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    text: str
-    rebuilt: bool
-    original: str
 
 
 def _normal(text: str) -> str:
