@@ -41,30 +41,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagedctx.errors import StoreError, UsageError
+from pagedctx.host.session.loop import RoundReport
 from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
     from pagedctx.protocol.budget import Budget
 
-__all__ = ["RoundSummary", "Session", "SessionResult", "run"]
+__all__ = ["Session", "SessionResult", "run"]
 
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
 RECORD_VERSION = 1
-
-
-class RoundSummary(BaseModel):
-    """What one round did (the CLI's table), as plain data."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    round: int
-    actions: tuple[str, ...]
-    tokens: int
-    pressure: float
-    dehydrated: int
-    added: int
-    faults: tuple[str, ...]
-    answer: str | None
 
 
 class SessionResult(BaseModel):
@@ -79,7 +65,7 @@ class SessionResult(BaseModel):
     cites: tuple[str, ...]
     xml: str
     contract: dict[str, Any]
-    rounds: tuple[RoundSummary, ...]
+    rounds: tuple[RoundReport, ...]
     tokens: int
     budget: int
     budget_shares: BudgetShares
@@ -158,14 +144,13 @@ class Session:
         single-gpu, multi-gpu or a YAML file; `runtime`: auto (default), ray or inproc; `clock`:
         the session's time (default: wall time); `record` / `replay`: model calls to a file / from it.
         """
-        from pagedctx._app import recorded_specs, resolve_runtime, role_specs
+        from pagedctx._app import recorded_specs, role_specs
         from pagedctx.config import load_config
         from pagedctx.host.store.url import open_store
 
         config = load_config(
             profile=profile, overrides={"store": store, "budget": budget, "runtime": runtime}
         )
-        resolve_runtime(config.runtime)  # an unknown runtime fails here, not at the first ask
         specs = recorded_specs(
             role_specs(config.models),
             Path(record) if record is not None else None,
@@ -494,19 +479,7 @@ class Session:
             cites=tuple(answer.get("cites", ())),
             xml=result.xml if result.xml.endswith("\n") else result.xml + "\n",
             contract=contract,
-            rounds=tuple(
-                RoundSummary(
-                    round=r.round,
-                    actions=r.actions,
-                    tokens=r.tokens,
-                    pressure=r.pressure,
-                    dehydrated=r.dehydrated,
-                    added=r.added,
-                    faults=r.faults,
-                    answer=r.answer,
-                )
-                for r in result.rounds
-            ),
+            rounds=result.rounds,
             tokens=result.tokens,
             budget=budget.total,
             budget_shares=budget.shares,

@@ -21,7 +21,7 @@ import typer
 from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
 
 if TYPE_CHECKING:
-    from pagedctx.session import RoundSummary
+    from pagedctx.host.session.loop import RoundReport
 
 
 class RunFormat(StrEnum):
@@ -29,7 +29,7 @@ class RunFormat(StrEnum):
     json = "json"
 
 
-def _table(reports: tuple[RoundSummary, ...], budget: int, answer: str | None, title: str) -> None:
+def _table(reports: tuple[RoundReport, ...], budget: int, answer: str | None, title: str) -> None:
     """The rounds as a table on stderr, then the answer; every string is printed as it is (no markup)."""
     from rich.table import Table
 
