@@ -72,7 +72,7 @@ class ServePlan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     app_name: str = "pagedctx-llm"
-    route_prefix: str = "/"
+    route_prefix: str = "/llm"  # "/" is left to `pagedctx serve` (the chat app) on the same proxy
     router: ServeModel
     main: ServeModel
     router_id: str = "pagedctx-router"

@@ -54,6 +54,9 @@ class Config(BaseModel):
     modules_dir: Path | None = None
     models: dict[str, Any] = Field(default_factory=dict)
     ray: dict[str, Any] = Field(default_factory=dict)
+    serve: dict[str, Any] = Field(
+        default_factory=dict, description="`pagedctx serve` settings (pagedctx/serve/settings.py)"
+    )
     edit: dict[str, Any] = Field(
         default_factory=dict, description="edit.formatters: language -> commands ({file}) run after an edit"
     )

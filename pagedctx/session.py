@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -45,12 +46,14 @@ from pagedctx.host.session.loop import RoundReport
 from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
+    from pagedctx.config import Config
     from pagedctx.protocol.budget import Budget
 
 __all__ = ["Session", "SessionResult", "run"]
 
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
 RECORD_VERSION = 1
+MAX_MERGES = 4  # groups `consolidate()` folds in one call
 
 
 class SessionResult(BaseModel):
@@ -103,6 +106,17 @@ class _Record(BaseModel):
     asks: list[_Ask] = Field(default_factory=list)
 
 
+class _Last(BaseModel):
+    """The latest ask's result, and what `consolidate()` needs to fold the far field after it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    result: SessionResult
+    intent: str
+    focus: tuple[str, ...] = ()
+    merge_due: bool = False  # the final context reached the budget's merge share
+
+
 class Session:
     """A PCP session, created or resumed by id from a store (see the module docstring).
 
@@ -110,7 +124,14 @@ class Session:
     """
 
     def __init__(
-        self, *, config: Any, store: Any, session_id: str, clock: Callable[[], datetime], specs: Any
+        self,
+        *,
+        config: Any,
+        store: Any,
+        session_id: str,
+        clock: Callable[[], datetime],
+        specs: Any,
+        keep_trace: bool = False,
     ) -> None:
         from pagedctx.host.records.registry import SessionRegistry
 
@@ -118,6 +139,7 @@ class Session:
         self._store = store
         self._clock = clock
         self._specs = specs
+        self._keep_trace = keep_trace
         self.id = session_id
         self._registry = SessionRegistry(store, session_id)
         self._record = self._load_record()
@@ -137,20 +159,29 @@ class Session:
         budget: int | None = None,
         record: str | Path | None = None,
         replay: str | Path | None = None,
+        config: Config | None = None,
+        keep_trace: bool = False,
     ) -> Session:
         """Create a session, or resume the one named `session_id` from the store.
 
         `store`: a store URL (default: the profile's, `$PAGEDCTX_HOME/state.db`); `profile`: local,
         single-gpu, multi-gpu or a YAML file; `runtime`: auto (default), ray or inproc; `clock`:
         the session's time (default: wall time); `record` / `replay`: model calls to a file / from it.
+        `config`: an already loaded configuration instead of `profile` (a server opens many
+        sessions with one); `keep_trace`: every ask's round events are also kept in the store
+        (`trace_lines()`), for sessions that have no file of their own.
         """
         from pagedctx._app import recorded_specs, role_specs
         from pagedctx.config import load_config
         from pagedctx.host.store.url import open_store
 
-        config = load_config(
-            profile=profile, overrides={"store": store, "budget": budget, "runtime": runtime}
-        )
+        overrides = {"store": store, "budget": budget, "runtime": runtime}
+        if config is None:
+            config = load_config(profile=profile, overrides=overrides)
+        elif profile is not None:
+            raise UsageError("Session.open: give a profile or a config, not both")
+        else:
+            config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
         specs = recorded_specs(
             role_specs(config.models),
             Path(record) if record is not None else None,
@@ -165,6 +196,7 @@ class Session:
             session_id=chosen,
             clock=clock or (lambda: datetime.now(UTC)),
             specs=specs,
+            keep_trace=keep_trace,
         )
 
     def __enter__(self) -> Session:
@@ -187,8 +219,61 @@ class Session:
 
     # -- the record ----------------------------------------------------------------------------
 
-    def _key(self) -> str:
-        return f"pagedctx/session/{self.id}/inputs"
+    def _key(self, name: str = "inputs") -> str:
+        return f"pagedctx/session/{self.id}/{name}"
+
+    @property
+    def is_new(self) -> bool:
+        """True while nothing of this session is in the store (nothing added, nothing asked)."""
+        return self._store.get(self._key()) is None and not self._registry.exists()
+
+    @contextmanager
+    def locked(self, wait_seconds: float = 30.0, ttl_seconds: float = 600.0) -> Iterator[None]:
+        """Hold this session's lock in the store, with the record read fresh.
+
+        For several writers of one session (server replicas, processes): inside the block no
+        other holder adds or asks, so rounds never interleave. A holder that died on this host is
+        taken over at once; elsewhere its lock lapses after `ttl_seconds`. Waiting longer than
+        `wait_seconds` raises StoreError naming the holder.
+        """
+        self._check_open()
+        with self._store.lock(f"session:{self.id}", ttl_seconds, wait_seconds=wait_seconds):
+            self._record = self._load_record()
+            yield
+
+    @property
+    def last(self) -> SessionResult | None:
+        """The latest ask's result as kept in the store (None before the first ask)."""
+        kept = self._load_last()
+        return kept.result if kept is not None else None
+
+    def _load_last(self) -> _Last | None:
+        raw = self._store.get(self._key("last"))
+        if raw is None:
+            return None
+        try:
+            return _Last.model_validate_json(raw)
+        except ValidationError:
+            return None  # written by another version: the next ask writes it again
+
+    def trace_lines(self) -> list[str]:
+        """The JSONL round events of every ask so far, in order (sessions opened with `keep_trace`)."""
+        from pagedctx.host.records.trace import store_trace_lines
+
+        return store_trace_lines(self._store, self._key("trace"))
+
+    def delete(self) -> None:
+        """Remove the session from the store: record, pages, last result, trace.
+
+        Added files' bytes stay (content-addressed, other sessions may share them). The object
+        stays open and empty: adding to it starts the session again.
+        """
+        self._check_open()
+        keys = list(self._store.scan_keys(f"pagedctx/session/{self.id}/"))
+        if keys:
+            with self._store.batch() as batch:
+                batch.delete(*keys)
+        self._record = _Record(created=self._clock())
 
     def _load_record(self) -> _Record:
         raw = self._store.get(self._key())
@@ -265,12 +350,34 @@ class Session:
         self, speaker: str, text: str, timestamp: datetime | None = None, id: str | None = None
     ) -> str:
         """One dialogue turn of this session (paged at the next ask); returns its id."""
+        self._check_open()
+        made = self._turn(speaker, text, timestamp, id, {t["id"] for t in self._record.turns})
+        self._record.turns.append(made)
+        self._save_record()
+        return str(made["id"])
+
+    def add_turns(self, turns: Sequence[tuple[str, str]]) -> list[str]:
+        """Several turns `(speaker, text)` at once, written together (all or none); returns their ids."""
+        self._check_open()
+        taken = {t["id"] for t in self._record.turns}
+        made: list[dict[str, Any]] = []
+        for speaker, text in turns:
+            turn = self._turn(speaker, text, None, f"t{len(self._record.turns) + len(made) + 1}", taken)
+            taken.add(turn["id"])
+            made.append(turn)
+        if made:
+            self._record.turns.extend(made)
+            self._save_record()
+        return [str(t["id"]) for t in made]
+
+    def _turn(
+        self, speaker: str, text: str, timestamp: datetime | None, id: str | None, taken: set[str]
+    ) -> dict[str, Any]:
         from pagedctx.host.blocks.dialogue import Turn
         from pagedctx.protocol.text import clean_text
 
-        self._check_open()
         chosen = id if id is not None else f"t{len(self._record.turns) + 1}"
-        if any(t["id"] == chosen for t in self._record.turns):
+        if chosen in taken:
             raise UsageError(f"session {self.id} already has a turn {chosen!r}; give another id")
         moment = timestamp or self._clock()
         if moment.tzinfo is None:
@@ -279,9 +386,7 @@ class Session:
             turn = Turn(id=chosen, speaker=speaker, text=clean_text(text), timestamp=moment)
         except ValidationError as exc:
             raise UsageError(f"turn {chosen!r}: {exc.errors()[0]['msg']}") from exc
-        self._record.turns.append(turn.model_dump(mode="json"))
-        self._save_record()
-        return chosen
+        return turn.model_dump(mode="json")
 
     @staticmethod
     def _read(path: str | Path, what: str) -> bytes:
@@ -311,6 +416,25 @@ class Session:
         """The turns added with `add_turn`, in order."""
         return tuple(self._record.turns)
 
+    @property
+    def sources(self) -> dict[str, list[str]]:
+        """What was added: repositories (resolved paths), documents and dialogue files (as given)."""
+        return {
+            "repos": list(self._record.repos),
+            "docs": [d.name for d in self._record.docs],
+            "dialogues": [d.name for d in self._record.dialogues],
+        }
+
+    @property
+    def asked(self) -> int:
+        """How many asks the session has answered."""
+        return len(self._record.asks)
+
+    @property
+    def created(self) -> datetime:
+        """When the session was created (its clock)."""
+        return self._record.created
+
     def ask(
         self,
         intent: str,
@@ -318,11 +442,15 @@ class Session:
         max_rounds: int | None = None,
         *,
         trace: str | Path | None = None,
+        merges: Literal["inline", "deferred"] = "inline",
     ) -> SessionResult:
         """Run the rounds for `intent` until the Worker answers (or `max_rounds`, default 6).
 
         `budget`: the total tokens of the rendered context (default: the profile's `budget`); it is
-        split by the profile's `budget_shares` (docs/run.md).
+        split by the profile's `budget_shares` (docs/run.md). `merges`: `inline` (default) folds
+        the far field with the Consolidator during the rounds; `deferred` leaves it to a later
+        `consolidate()` call, so the answer never waits for a merge (a server calls it after the
+        reply is sent).
         """
         from pagedctx._app import resolve_runtime
         from pagedctx.protocol.text import clean_text
@@ -333,11 +461,23 @@ class Session:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
         text = clean_text(intent)
         runtime = resolve_runtime(self._config.runtime)
-        result, prepared, counter = self._run(text, chosen_budget, max_rounds or 6, trace, runtime)
+        if merges not in ("inline", "deferred"):
+            raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
+        result, prepared, counter = self._run(
+            text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline"
+        )
         self._record.selected = list(self._record.repos)
         self._record.asks.append(_Ask(intent=text, answer=result.answer))
         self._save_record()
-        return self._result(result, prepared, counter, chosen_budget, runtime)
+        out = self._result(result, prepared, counter, chosen_budget, runtime)
+        last = _Last(
+            result=out,
+            intent=text,
+            focus=tuple(sorted(result.focus)),
+            merge_due=result.tokens >= chosen_budget.merge_tokens,
+        )
+        self._store.set(self._key("last"), last.model_dump_json())
+        return out
 
     async def ask_async(
         self,
@@ -346,9 +486,63 @@ class Session:
         max_rounds: int | None = None,
         *,
         trace: str | Path | None = None,
+        merges: Literal["inline", "deferred"] = "inline",
     ) -> SessionResult:
         """`ask` in a worker thread, for event loops (Ray Serve, MCP)."""
-        return await asyncio.to_thread(self.ask, intent, budget, max_rounds, trace=trace)
+        return await asyncio.to_thread(self.ask, intent, budget, max_rounds, trace=trace, merges=merges)
+
+    def consolidate(self, max_merges: int = MAX_MERGES, wait_seconds: float = 30.0) -> int:
+        """Fold the far field after an ask made with `merges="deferred"`; returns the merges applied.
+
+        When the latest ask's context reached the budget's merge share, the oldest runs of flow
+        roots outside its focus go to the Consolidator (P10), at most `max_merges` groups. The
+        Consolidator works on a snapshot without holding the session; each merge is applied under
+        the session's lock and only if its pages are still as they were (an ask that came in
+        between wins; nothing is lost, the merge is simply not applied).
+        """
+        from pagedctx.actors.roles import build_consolidator, end_session
+        from pagedctx.host.roles.consolidation import Pending, apply_merge, in_process, merge_group
+
+        self._check_open()
+        last = self._load_last()
+        if last is None or not last.merge_due:
+            return 0
+        consolidator = build_consolidator(self._specs["consolidator"])
+        submit = in_process(consolidator)
+        focus = frozenset(last.focus)
+        applied = 0
+        try:
+            for _ in range(max_merges):
+                snapshot = self._registry.load()
+                group = merge_group(snapshot, focus)
+                if not group:
+                    break
+                pending = Pending.submit(snapshot, group, submit, last.intent)  # the model call
+                with self._store.lock(f"session:{self.id}", 600.0, wait_seconds=wait_seconds):
+                    state = self._registry.load()
+                    if any(
+                        state.pages.get(p) != page or state.views.get(p) != view
+                        for p, page, view in zip(group, pending.pages, pending.views, strict=True)
+                    ):
+                        break  # an ask changed these pages meanwhile
+                    current = Pending(
+                        group=group,
+                        pages=tuple(state.pages[p] for p in group),
+                        views=tuple(state.views[p] for p in group),
+                        result=pending.result,
+                    )
+                    after, step = apply_merge(state, current)
+                    if step is None or step.status != "ok":
+                        break
+                    self._registry.save(after)
+                    applied += 1
+            with self._store.lock(f"session:{self.id}", 600.0, wait_seconds=wait_seconds):
+                if self._load_last() == last:  # not replaced by an ask meanwhile
+                    done = last.model_copy(update={"merge_due": False})
+                    self._store.set(self._key("last"), done.model_dump_json())
+        finally:
+            end_session(consolidator)
+        return applied
 
     def _providers(self, counter: Any) -> tuple[list[Any], list[Any]]:
         from pagedctx.host.blocks.dialogue import DialogueProvider
@@ -371,12 +565,18 @@ class Session:
         return dialogues, documents
 
     def _run(
-        self, intent: str, budget: Budget, max_rounds: int, trace: str | Path | None, runtime: str
+        self,
+        intent: str,
+        budget: Budget,
+        max_rounds: int,
+        trace: str | Path | None,
+        runtime: str,
+        *,
+        inline: bool = True,
     ) -> tuple[Any, Any, Any]:
         from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
         from pagedctx.host.ingest.index import Index
         from pagedctx.host.records.memory import StoreMemory
-        from pagedctx.host.records.trace import TraceWriter
         from pagedctx.host.roles.consolidation import in_process
         from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
         from pagedctx.host.session.scaffold import PreviousRound
@@ -410,8 +610,8 @@ class Session:
             worker=worker,
             block_roots=list(prepared.roots),
             memory=StoreMemory(self._store),
-            trace=TraceWriter(Path(trace)) if trace is not None else None,
-            consolidate=in_process(consolidator),
+            trace=self._trace_sink(trace),
+            consolidate=in_process(consolidator) if inline else None,
             router_role=router,
             registry=self._registry,
         )
@@ -424,14 +624,22 @@ class Session:
             history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
         )
         if runtime == "ray":
-            result = self._on_ray(prepared, parts, request)
+            result = self._on_ray(prepared, parts, request, inline=inline)
         else:
             result = run_session(prepared.state, request, parts)
             for role in (router, worker, consolidator):
                 end_session(role)
         return result, prepared, counter
 
-    def _on_ray(self, prepared: Any, parts: Any, request: Any) -> Any:
+    def _trace_sink(self, trace: str | Path | None) -> Any:
+        from pagedctx.host.records.trace import StoreTraceWriter, TraceWriter
+
+        file = TraceWriter(Path(trace)) if trace is not None else None
+        if not self._keep_trace:
+            return file
+        return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)
+
+    def _on_ray(self, prepared: Any, parts: Any, request: Any, *, inline: bool = True) -> Any:
         """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
         from pagedctx._app import actor_options
         from pagedctx.actors.cluster import ensure_ray, start_roles
@@ -449,7 +657,8 @@ class Session:
             options=options,
         )
         try:
-            parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
+            parts.router_role, parts.worker = roles, roles.step
+            parts.consolidate = roles.submit if inline else None
             result = run_session(prepared.state, request, parts)
             roles.finish()
             return result

@@ -28,12 +28,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from pagedctx.errors import UsageError
+from pagedctx.host.store.base import Store
 from pagedctx.pages import Page, SessionState, View
 from pagedctx.pages.pmap import PMap
 from pagedctx.protocol.budget import BudgetShares
@@ -44,7 +45,9 @@ __all__ = [
     "TRACE_VERSION",
     "PageLine",
     "RoundEvent",
+    "StoreTraceWriter",
     "TraceRecorder",
+    "TraceSink",
     "TraceWriter",
     "event_line",
     "page_line",
@@ -52,6 +55,7 @@ __all__ = [
     "read_trace",
     "snapshots",
     "state_digest",
+    "store_trace_lines",
 ]
 
 TRACE_VERSION: Literal[3] = 3
@@ -274,6 +278,12 @@ def event_line(event: RoundEvent) -> str:
     return _json(event)
 
 
+class TraceSink(Protocol):
+    """Where round events go: a JSONL file, the store, or both."""
+
+    def append(self, event: RoundEvent) -> None: ...
+
+
 class TraceWriter:
     """Appends round events to a JSONL file, one whole line per event, flushed and synced."""
 
@@ -287,6 +297,29 @@ class TraceWriter:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+class StoreTraceWriter:
+    """Keeps round events in a store hash (`key`), one field per event: `{ask:06d}.{round:04d}`.
+
+    A session served over HTTP has no file of its own: its trace lives beside its pages, so any
+    replica can answer for it (`store_trace_lines` reads it back in order).
+    """
+
+    def __init__(self, store: Store, key: str, ask: int, file: TraceWriter | None = None) -> None:
+        self.store, self.key, self.ask, self.file = store, key, ask, file
+
+    def append(self, event: RoundEvent) -> None:
+        line = event_line(event)
+        self.store.hset(self.key, {f"{self.ask:06d}.{event.round:04d}": line})
+        if self.file is not None:
+            self.file.append(event)
+
+
+def store_trace_lines(store: Store, key: str) -> list[str]:
+    """The JSONL lines a `StoreTraceWriter` kept under `key`, in ask and round order."""
+    fields = store.hgetall(key)
+    return [fields[name] for name in sorted(fields)]
 
 
 def read_trace(path: Path | str) -> Iterator[RoundEvent]:

@@ -72,7 +72,8 @@ def _names_a_value(sentence: str, intent: str) -> bool:
 def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tuple[str, list[str]]:
     """The three sentences of the shown evidence that answer best: most of the focus covered, then
     naming a value the intent does not (a name, a number), then the latest (P7: a fact stated
-    again later wins), then page order."""
+    again later wins), then page order. The question itself, other questions (while a statement
+    is shown) and a sentence already picked are not evidence."""
     scored: list[tuple[float, bool, float, str, str]] = []
     for node in nodes:
         if node.view is not View.DETAIL or node.content is None:
@@ -83,8 +84,19 @@ def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tup
                 text = sentence.strip()
                 moment = node.timestamp.timestamp()
                 scored.append((cover, _names_a_value(text, intent), moment, node.id, text))
+    asked = " ".join(intent.split()).casefold()
+    scored = [item for item in scored if " ".join(item[4].split()).casefold() != asked]  # not the question
+    if any(
+        not item[4].endswith("?") for item in scored
+    ):  # a question answers nothing while a statement is shown
+        scored = [item for item in scored if not item[4].endswith("?")]
     scored.sort(key=lambda item: (-item[0], not item[1], -item[2], item[3], item[4]))
-    picked = scored[:3]
+    picked: list[tuple[float, bool, float, str, str]] = []
+    for item in scored:  # a sentence said twice (an echo, a repeat) is given once: its latest
+        if all(item[4] != kept[4] for kept in picked):
+            picked.append(item)
+        if len(picked) == 3:
+            break
     if not picked:
         return "", []
     return " ".join(f"{s} [{pid}]" for *_, pid, s in picked), sorted({item[3] for item in picked})

@@ -25,7 +25,7 @@ from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.records.memory import Memory
 from pagedctx.host.records.registry import SessionRegistry
-from pagedctx.host.records.trace import RoundEvent, TraceRecorder, TraceWriter
+from pagedctx.host.records.trace import RoundEvent, TraceRecorder, TraceSink
 from pagedctx.host.roles.consolidation import (
     Pending,
     Submit,
@@ -108,7 +108,7 @@ class SessionParts:
     worker: Worker
     block_roots: list[str] = field(default_factory=list)
     memory: Memory | None = None
-    trace: TraceWriter | None = None
+    trace: TraceSink | None = None
     router: RouterConfig = field(default_factory=RouterConfig)
     search: PageSearch = field(default_factory=ExpandedSearch)
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)

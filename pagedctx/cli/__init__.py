@@ -13,6 +13,7 @@ from pagedctx._version import __version__
 from pagedctx.cli import config, envelope, evidence, instructions, llm, modules, pcr, xml
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
+from pagedctx.cli import serve as serve_cli
 from pagedctx.cli import view as view_cli
 from pagedctx.cli.apply import apply as apply_command
 from pagedctx.cli.common import CommandGroup
@@ -43,6 +44,7 @@ app.command("select")(select_cli.select)
 app.command("run")(run_cli.run)
 app.command("apply")(apply_command)
 app.command("view")(view_cli.view)
+app.command("serve")(serve_cli.serve)
 
 
 def _version_callback(value: bool) -> None:

@@ -1,0 +1,335 @@
+"""The chat service: OpenAI chat requests on `pagedctx.Session` (no web framework here).
+
+One request, one session, under the session's lock in the store (so replicas and concurrent
+requests never interleave rounds): the messages the session does not hold yet become turns
+(`history.reconcile`), the session asks with the last user message as the intent (deferred
+merges: the answer never waits for the Consolidator), the answer is added as the assistant turn.
+After the reply, `consolidate` folds the far field in the background. Nothing lives in the
+replica between requests: a session is opened from the store for each request and closed after,
+so a replica that dies loses nothing and memory does not grow with the sessions served.
+
+Sessions are stored as `{tenant}.{id}`: the id a client sees (`X-Session-Id`) never carries the
+tenant, and another token's session is not found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pagedctx.config import Config
+from pagedctx.errors import BudgetError, ConfigError, PagedctxError, StoreError, UsageError
+from pagedctx.serve.history import reconcile
+from pagedctx.serve.openai_types import ChatRequest, PagedctxOptions, ServeError
+from pagedctx.serve.settings import ServeSettings
+from pagedctx.session import Session
+
+__all__ = ["ChatService", "Reply", "SourceKind"]
+
+log = logging.getLogger("pagedctx.serve")
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,95}$")
+SourceKind = Literal["repo", "doc", "dialogue"]
+NO_ANSWER = "(pagedctx {policy}: no answer after {rounds} rounds; see /v1/sessions/{sid}/context)"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one chat request produced."""
+
+    session_id: str
+    answer: str
+    finish_reason: str
+    usage: dict[str, int]
+    extra: dict[str, Any] = field(default_factory=dict)
+    consolidate: bool = False  # run the Consolidator in the background after the reply
+
+
+def _status(exc: PagedctxError) -> int:
+    if isinstance(exc, StoreError):
+        return 503
+    if isinstance(exc, ConfigError):
+        return 500
+    if isinstance(exc, UsageError | BudgetError):
+        return 400
+    return 500
+
+
+def refused(exc: PagedctxError) -> ServeError:
+    """A pagedctx error as the OpenAI error of its kind."""
+    status = _status(exc)
+    kind = {400: "invalid_request_error", 503: "service_unavailable"}.get(status, "server_error")
+    return ServeError(status, str(exc), kind=kind, code=type(exc).__name__)
+
+
+class ChatService:
+    """Chat completions and the PCP views of sessions (see the module docstring)."""
+
+    def __init__(self, settings: ServeSettings, config: Config | None = None) -> None:
+        from pagedctx._app import role_specs
+        from pagedctx.config import load_config
+        from pagedctx.protocol.tokens import token_counter
+
+        # The rounds run in this process: a Serve replica is already a Ray actor (docs/serve.md).
+        overrides = {"store": settings.store, "budget": settings.budget, "runtime": "inproc"}
+        if config is None:
+            config = load_config(profile=settings.profile, overrides=overrides)
+        else:
+            config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        self.config = config
+        self.settings = settings
+        self.policy = role_specs(self.config.models)["worker"].policy
+        self.model_id = f"pagedctx-{self.policy}".replace(":", "-").replace("/", "-")
+        self.created = int(time.time())
+        self._counter = token_counter(self.config.tokenizer)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    @staticmethod
+    def session_id(header: str | None, user: str | None) -> tuple[str, bool]:
+        """The client's session id (`X-Session-Id`, else `user`, else new) and whether it is new."""
+        if header is not None:
+            if not _ID.match(header):
+                raise ServeError(
+                    400,
+                    "X-Session-Id: use 1-96 letters, digits and . _ : - (a letter or digit first)",
+                    param="X-Session-Id",
+                )
+            return header, False
+        if user:
+            hashed = "user-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+            return (user if _ID.match(user) else hashed), False
+        return uuid.uuid4().hex[:16], True
+
+    def _open(self, tenant: str, sid: str) -> Session:
+        if not _ID.match(sid):
+            raise ServeError(404, f"no session {sid!r}", code="session_not_found")
+        return Session.open(config=self.config, session_id=f"{tenant}.{sid}", keep_trace=self.settings.trace)
+
+    def _existing(self, tenant: str, sid: str) -> Session:
+        session = self._open(tenant, sid)
+        if session.is_new:
+            session.close()
+            raise ServeError(404, f"no session {sid!r} for this token", code="session_not_found")
+        return session
+
+    # -- chat ----------------------------------------------------------------------------------
+
+    def complete(self, tenant: str, sid: str, request: ChatRequest) -> Reply:
+        """Answer one chat request on session `sid` (see the module docstring)."""
+        from pagedctx.protocol.text import clean_text
+
+        if request.model not in (self.model_id, "pagedctx"):
+            raise ServeError(
+                404,
+                f"model {request.model!r} is not served here; use {self.model_id!r} (GET /v1/models)",
+                code="model_not_found",
+                param="model",
+            )
+        if request.n != 1:
+            raise ServeError(400, "n must be 1: a paged session gives one answer per request", param="n")
+        if len(request.messages) > self.settings.max_messages:
+            raise ServeError(
+                413,
+                f"{len(request.messages)} messages in one request; this server takes at most "
+                f"{self.settings.max_messages} (send only the new ones: the session keeps the history)",
+                code="too_many_messages",
+            )
+        sent: list[tuple[str, str]] = [
+            (str(m.role), clean_text(m.text(i)).strip()) for i, m in enumerate(request.messages)
+        ]
+        sent = [(role, text) for role, text in sent if text]
+        asked = next((text for role, text in reversed(sent) if role == "user"), None)
+        if asked is None:
+            raise ServeError(
+                400, "no user message with text: the last user message is the question", param="messages"
+            )
+        options = request.pagedctx or PagedctxOptions()
+        try:
+            with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+                return self._answer(
+                    session, sid=sid, sent=sent, asked=asked, options=options, request=request
+                )
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+
+    def _answer(
+        self,
+        session: Session,
+        *,
+        sid: str,
+        sent: list[tuple[str, str]],
+        asked: str,
+        options: PagedctxOptions,
+        request: ChatRequest,
+    ) -> Reply:
+        held = [(str(t["speaker"]), str(t["text"])) for t in session.turns]
+        found = reconcile(held, sent)
+        if found.answered is not None:  # a retry: the reply is the answer already recorded
+            answer = held[found.answered][1]
+            return self._reply(
+                sid,
+                answer=answer,
+                finish="stop",
+                result=session.last,
+                request=request,
+                new_turns=0,
+                replayed=True,
+            )
+        new = sent[found.new :]
+        if not new and sent[-1][0] != "user":
+            raise ServeError(
+                400, "nothing new: the session holds every message sent; add a user message", param="messages"
+            )
+        session.add_turns(new)
+        result = session.ask(
+            asked, options.budget, options.max_rounds or self.settings.max_rounds, merges="deferred"
+        )
+        answer = result.answer or NO_ANSWER.format(policy=self.policy, rounds=len(result.rounds), sid=sid)
+        session.add_turn("assistant", answer)
+        finish = "stop" if result.answer else "length"
+        return self._reply(
+            sid, answer=answer, finish=finish, result=result, request=request, new_turns=len(new)
+        )
+
+    def _reply(
+        self,
+        sid: str,
+        *,
+        answer: str,
+        finish: str,
+        result: Any,
+        request: ChatRequest,
+        new_turns: int,
+        replayed: bool = False,
+    ) -> Reply:
+        limit = request.max_completion_tokens or request.max_tokens
+        completion = self._counter.count(answer)
+        if limit is not None and completion > limit:
+            answer, finish = self._cut(answer, limit), "length"
+            completion = self._counter.count(answer)
+        prompt = sum(r.tokens for r in result.rounds) if result is not None and not replayed else 0
+        extra: dict[str, Any] = {"session_id": sid, "new_turns": new_turns, "replayed": replayed}
+        if result is not None:
+            extra.update(
+                cites=list(result.cites),
+                context_tokens=result.tokens,
+                budget=result.budget,
+                rounds=len(result.rounds),
+                policy=result.policy,
+            )
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage["total_tokens"] = prompt + completion
+        return Reply(sid, answer, finish, usage, extra, consolidate=not replayed)
+
+    def _cut(self, text: str, limit: int) -> str:
+        words = text.split(" ")
+        low, high = 0, len(words)
+        while low < high:  # the most words that fit
+            mid = (low + high + 1) // 2
+            if self._counter.count(" ".join(words[:mid])) <= limit:
+                low = mid
+            else:
+                high = mid - 1
+        return " ".join(words[:low])
+
+    def consolidate(self, tenant: str, sid: str) -> int:
+        """Fold the far field of a session after a reply (background; failures are logged, not raised)."""
+        try:
+            with self._open(tenant, sid) as session:
+                return session.consolidate(wait_seconds=self.settings.lock_wait_seconds)
+        except Exception:  # a background job: the next request still works without it
+            log.exception("pagedctx serve: consolidating session %s failed", sid)
+            return 0
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def summary(self, tenant: str, sid: str) -> dict[str, Any]:
+        """GET /v1/sessions/{id}: the session's counts and the JSON contract of its latest context."""
+        try:
+            with self._existing(tenant, sid) as session:
+                last = session.last
+                return {
+                    "id": sid,
+                    "object": "pagedctx.session",
+                    "created": int(session.created.timestamp()),
+                    "turns": len(session.turns),
+                    "asks": session.asked,
+                    "sources": session.sources,
+                    "contract": last.contract if last is not None else None,
+                }
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+
+    def context(self, tenant: str, sid: str) -> str:
+        """GET /v1/sessions/{id}/context: the `<PagedContext>` of the latest reply."""
+        try:
+            with self._existing(tenant, sid) as session:
+                last = session.last
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+        if last is None:
+            raise ServeError(
+                404, f"session {sid!r} has no context yet: send a chat completion first", code="no_context"
+            )
+        return last.xml
+
+    def trace(self, tenant: str, sid: str) -> list[str]:
+        """GET /v1/sessions/{id}/trace: the round events of every request (JSONL lines)."""
+        try:
+            with self._existing(tenant, sid) as session:
+                return session.trace_lines()
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+
+    def view(self, tenant: str, sid: str) -> str:
+        """GET /v1/sessions/{id}/view: the HTML picture of the trace (as `pagedctx view` draws it)."""
+        from pagedctx.host.records.trace import RoundEvent
+        from pagedctx.host.records.trace_html import render_html
+
+        lines = self.trace(tenant, sid)
+        if not lines:
+            raise ServeError(404, f"session {sid!r} has no rounds to draw yet", code="no_trace")
+        return render_html((RoundEvent.model_validate_json(line) for line in lines), source=f"session {sid}")
+
+    def delete(self, tenant: str, sid: str) -> dict[str, Any]:
+        """DELETE /v1/sessions/{id}: remove the session from the store."""
+        try:
+            session = self._existing(tenant, sid)
+            with session.locked(self.settings.lock_wait_seconds):
+                session.delete()
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+        return {"id": sid, "object": "pagedctx.session.deleted", "deleted": True}
+
+    def add_source(self, tenant: str, sid: str, kind: str, path: str) -> dict[str, Any]:
+        """POST /v1/sessions/{id}/sources: attach a repository, document or dialogue file (allowed paths)."""
+        if kind not in ("repo", "doc", "dialogue"):
+            raise ServeError(400, f"kind {kind!r}: use repo, doc or dialogue", param="kind")
+        target = Path(path).expanduser()
+        if not target.is_absolute():
+            raise ServeError(400, f"path {path!r} must be absolute (a path on the server)", param="path")
+        resolved = target.resolve()
+        roots = [Path(r).expanduser().resolve() for r in self.settings.source_roots]
+        if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+            allowed = ", ".join(str(r) for r in roots) or "none (set serve.source_roots in the profile)"
+            raise ServeError(
+                403,
+                f"{path} is outside the paths this server may read; allowed: {allowed}",
+                kind="permission_error",
+                code="path_not_allowed",
+                param="path",
+            )
+        try:
+            with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+                adders = {"repo": session.add_repo, "doc": session.add_doc, "dialogue": session.add_dialogue}
+                adders[kind](resolved)
+        except PagedctxError as exc:
+            raise refused(exc) from exc
+        return self.summary(tenant, sid)

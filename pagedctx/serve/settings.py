@@ -1,0 +1,106 @@
+"""What a chat server runs with: `serve:` in the profile, then the environment, then the flags.
+
+```yaml
+serve:
+  tokens: ["sk-team-a", "sk-team-b"]   # bearer tokens; or PAGEDCTX_SERVE_TOKENS=a,b; or --token-file
+  source_roots: ["/srv/repos"]         # paths POST /v1/sessions/{id}/sources may attach
+  max_body_bytes: 8388608              # 413 above this
+  max_messages: 10000                  # 413 above this many messages in one request
+  requests_per_minute: 600             # per token (each replica enforces its share); 429 above
+  max_rounds: 6                        # PCP rounds per request
+  lock_wait_seconds: 60                # how long a request waits for its session's lock
+  trace: true                          # keep every session's round events (GET .../trace, .../view)
+```
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pagedctx.errors import ConfigError, UsageError
+
+__all__ = ["TOKENS_ENV", "ServeSettings", "is_loopback", "serve_settings"]
+
+TOKENS_ENV = "PAGEDCTX_SERVE_TOKENS"
+
+
+class ServeSettings(BaseModel):
+    """A chat server's settings (see the module docstring); `profile`/`store` name the sessions' home."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str | None = None
+    store: str | None = None
+    budget: int | None = Field(default=None, gt=0, description="context budget (default: the profile's)")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    replicas: int = Field(default=1, ge=1, le=64)
+    tokens: tuple[str, ...] = ()
+    source_roots: tuple[Path, ...] = ()
+    max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    max_messages: int = Field(default=10_000, ge=1)
+    requests_per_minute: int = Field(default=600, ge=1)
+    max_rounds: int = Field(default=6, ge=1, le=64)
+    lock_wait_seconds: float = Field(default=60.0, ge=0, le=3600)
+    trace: bool = True
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _tokens_from(env: Mapping[str, str], token_file: Path | None) -> list[str]:
+    tokens = [t.strip() for t in env.get(TOKENS_ENV, "").split(",") if t.strip()]
+    if token_file is not None:
+        try:
+            text = token_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read token file {token_file}: {exc.strerror or exc}") from exc
+        tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return tokens
+
+
+def serve_settings(
+    section: Mapping[str, Any],
+    flags: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    token_file: Path | None = None,
+) -> ServeSettings:
+    """The profile's `serve:` section, tokens from the environment / a file, then the flags.
+
+    Off loopback a server without a token is refused here, before anything starts.
+    """
+    env = os.environ if environ is None else environ
+    merged: dict[str, Any] = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    extra = _tokens_from(env, token_file)
+    if extra:
+        merged["tokens"] = [*merged.get("tokens", ()), *extra]
+    try:
+        settings = ServeSettings.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(
+            f"invalid serve settings ({problems}); fix the profile's serve: section or the flags"
+        ) from exc
+    if any(len(t) < 8 for t in settings.tokens):
+        raise ConfigError("serve tokens must be at least 8 characters long")
+    if not is_loopback(settings.host) and not settings.tokens:
+        raise UsageError(
+            f"refusing to serve on {settings.host} without a bearer token: anyone who reaches it could "
+            f"read every session; set {TOKENS_ENV}, serve.tokens in the profile, or --token-file "
+            "(or bind 127.0.0.1)"
+        )
+    return settings

@@ -1,0 +1,147 @@
+"""The Session API a server stands on (issue 15): existence, the session lock, the latest result,
+the trace in the store, delete, turns added together, merges deferred to after the reply (P3, P10,
+P12, P13)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from session_factory import write_dialogue
+
+from pagedctx.errors import StoreError, UsageError
+from pagedctx.host.records.trace import RoundEvent
+from pagedctx.session import Session
+
+TURNS = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
+# The talk turns from the services to lunch: the remarks leave the focus, under pressure.
+QUESTIONS = (
+    "which service restarted",
+    "Where should we have lunch today?",
+    "Is the ramen place open on Sunday?",
+)
+
+
+def _open(tmp_path: Path, sid: str = "s", **kw: Any) -> Session:
+    return Session.open(store=f"sqlite:///{tmp_path / 'state.db'}", session_id=sid, runtime="inproc", **kw)
+
+
+def test_a_session_is_new_until_something_is_added_and_gone_after_delete(tmp_path: Path) -> None:
+    with _open(tmp_path) as session:
+        assert session.is_new
+        session.add_turn("user", "The boat is called Marlinspike.")
+        session.ask("what is the boat called", budget=1200)
+        assert not session.is_new and session.asked == 1 and session.last is not None
+        session.delete()
+        assert session.is_new and session.turns == () and session.last is None
+    with _open(tmp_path) as again:
+        assert again.is_new and again.state.pages == {}
+
+
+def test_add_turns_writes_all_or_none(tmp_path: Path) -> None:
+    with _open(tmp_path) as session:
+        assert session.add_turns([("user", "one"), ("assistant", "two")]) == ["t1", "t2"]
+        with pytest.raises(UsageError):
+            session.add_turns([("user", "three"), ("", "a turn without a speaker")])
+        assert [t["text"] for t in session.turns] == ["one", "two"]
+    with _open(tmp_path) as reread:
+        assert len(reread.turns) == 2
+
+
+def test_the_latest_result_and_the_trace_are_kept_in_the_store(tmp_path: Path) -> None:
+    """A second Session object (another replica) reads what the first one asked."""
+    with _open(tmp_path, keep_trace=True) as session:
+        session.add_turn("user", "The gate code is 8812.")
+        first = session.ask("what is the gate code", budget=1200)
+        session.add_turn("user", "The shed is blue.")
+        second = session.ask("what colour is the shed", budget=1200)
+    with _open(tmp_path) as other:
+        assert other.last == second
+        events = [RoundEvent.model_validate(json.loads(line)) for line in other.trace_lines()]
+    assert len(events) == len(first.rounds) + len(second.rounds)
+    assert [e.intent for e in events][-1] == second.rounds[-1].intent
+    with _open(tmp_path, sid="untraced") as untraced:
+        untraced.add_turn("user", "hello there")
+        untraced.ask("hello", budget=1200)
+        assert untraced.trace_lines() == []
+
+
+def test_the_session_lock_lets_one_writer_in_at_a_time(tmp_path: Path) -> None:
+    """Two writers of one session never interleave: the second waits, or gives up naming the holder."""
+    order: list[str] = []
+    inside = threading.Event()
+
+    def hold() -> None:
+        with _open(tmp_path) as session, session.locked():
+            order.append("first in")
+            inside.set()
+            time.sleep(0.5)
+            session.add_turn("user", "first")
+            order.append("first out")
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    inside.wait(10)
+    with _open(tmp_path) as session:
+        with pytest.raises(StoreError, match="session:s"), session.locked(wait_seconds=0):
+            pass
+        with session.locked(wait_seconds=10):
+            order.append("second in")
+            session.add_turn("user", "second")  # the record was re-read: "first" is kept
+    thread.join()
+    assert order == ["first in", "first out", "second in"]
+    with _open(tmp_path) as session:
+        assert [t["text"] for t in session.turns] == ["first", "second"]
+
+
+def _deferred_session(tmp_path: Path) -> Session:
+    session = _open(tmp_path, sid="ops")
+    session.add_dialogue(write_dialogue(tmp_path / "long.jsonl", TURNS))
+    return session
+
+
+def test_deferred_merges_wait_for_consolidate(tmp_path: Path) -> None:
+    """P10: `merges="deferred"` runs no merge inside the ask; `consolidate()` folds after it."""
+    with _deferred_session(tmp_path) as session:
+        for question in QUESTIONS:
+            session.add_turn("user", question)
+            result = session.ask(question, budget=1200, merges="deferred")
+            assert not any("Consolidate" in a for r in result.rounds for a in r.actions)
+        assert not any(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
+        assert session.consolidate() >= 1
+        assert any(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
+        assert session.consolidate() == 0  # done: nothing due until the next ask
+        with pytest.raises(UsageError, match="merges"):
+            session.ask("x", merges="later")  # type: ignore[arg-type]
+
+
+def test_an_ask_while_the_consolidator_works_is_never_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Consolidator works on a snapshot without the lock; the merge is applied on the state as
+    it is then (only if its pages are unchanged): the ask that came in between keeps everything."""
+    from pagedctx.actors import roles
+    from pagedctx.host.roles.consolidation import baseline_consolidator
+
+    with _deferred_session(tmp_path) as session:
+        for question in QUESTIONS:
+            session.add_turn("user", question)
+            session.ask(question, budget=1200, merges="deferred")
+
+        def slow_consolidator(pages: Any, intent: str) -> Any:
+            with _open(tmp_path, sid="ops") as other:  # another replica answers meanwhile
+                other.add_turn("user", "which service restarted first?")
+                other.ask("which service restarted first?", budget=1200, merges="deferred")
+            return baseline_consolidator(pages, intent)
+
+        monkeypatch.setattr(roles, "build_consolidator", lambda spec: slow_consolidator)
+        before = len(session.turns)
+        pages_before = set(session.state.pages)
+        session.consolidate(max_merges=1)
+        with _open(tmp_path, sid="ops") as reread:
+            assert len(reread.turns) == before + 1 and reread.asked == len(QUESTIONS) + 1
+            assert pages_before <= set(reread.state.pages)  # Original pages are never destroyed
