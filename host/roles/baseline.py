@@ -59,6 +59,7 @@ def _coverage(text: str, focus: set[str]) -> float:
     return len(words & focus) / len(focus)
 
 
+_CITES = re.compile(r"\[[0-9a-f]{8}\](?:\s|$)")  # a page cited the way this worker's answers cite
 _VALUE = re.compile(r"\b(?:[A-Z][\w-]*|\w*\d[\w:.-]*)")
 
 
@@ -76,8 +77,8 @@ def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tup
     is shown) and a sentence already picked are not evidence."""
     scored: list[tuple[float, bool, float, str, str]] = []
     for node in nodes:
-        if node.view is not View.DETAIL or node.content is None:
-            continue
+        if node.view is not View.DETAIL or node.content is None or _CITES.search(node.content):
+            continue  # an earlier answer (it cites pages) restates evidence; it is none itself
         for sentence in _SENTENCE.split(node.content):
             cover = _coverage(sentence, focus)
             if cover > 0:
@@ -166,7 +167,7 @@ def baseline_worker(
     rationale = "zooming: " + ", ".join(f"{a['action']} {a.get('id') or a.get('handle')}" for a in actions)
     if not actions:
         text, cited = _evidence(nodes, focus, intent)
-        answer = text or f"No evidence in view answers: {intent}"
+        answer = text or "No evidence in view answers this (baseline policy)."
         rationale = f"answered from {', '.join(cited)}" if cited else "nothing in view bears on the intent"
     envelope = {
         "ok": True,
