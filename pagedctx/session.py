@@ -33,7 +33,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +54,7 @@ __all__ = ["Session", "SessionResult", "run"]
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
 RECORD_VERSION = 1
 MAX_MERGES = 4  # groups `consolidate()` folds in one call
+LOCK_TTL_SECONDS = 600.0  # a session lock lapses after this when its holder died on another host
 
 
 class SessionResult(BaseModel):
@@ -228,7 +229,7 @@ class Session:
         return self._store.get(self._key()) is None and not self._registry.exists()
 
     @contextmanager
-    def locked(self, wait_seconds: float = 30.0, ttl_seconds: float = 600.0) -> Iterator[None]:
+    def locked(self, wait_seconds: float = 30.0, ttl_seconds: float = LOCK_TTL_SECONDS) -> Iterator[None]:
         """Hold this session's lock in the store, with the record read fresh.
 
         For several writers of one session (server replicas, processes): inside the block no
@@ -237,9 +238,17 @@ class Session:
         `wait_seconds` raises StoreError naming the holder.
         """
         self._check_open()
-        with self._store.lock(f"session:{self.id}", ttl_seconds, wait_seconds=wait_seconds):
+        with self._lock(wait_seconds, ttl_seconds):
             self._record = self._load_record()
             yield
+
+    def _lock(
+        self, wait_seconds: float, ttl_seconds: float = LOCK_TTL_SECONDS
+    ) -> AbstractContextManager[None]:
+        held: AbstractContextManager[None] = self._store.lock(
+            f"session:{self.id}", ttl_seconds, wait_seconds=wait_seconds
+        )
+        return held
 
     @property
     def last(self) -> SessionResult | None:
@@ -459,10 +468,10 @@ class Session:
         chosen_budget = self._config.make_budget(budget)  # the one Budget of this ask, made here
         if max_rounds is not None and max_rounds < 1:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
-        text = clean_text(intent)
-        runtime = resolve_runtime(self._config.runtime)
         if merges not in ("inline", "deferred"):
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
+        text = clean_text(intent)
+        runtime = resolve_runtime(self._config.runtime)
         result, prepared, counter = self._run(
             text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline"
         )
@@ -518,7 +527,7 @@ class Session:
                 if not group:
                     break
                 pending = Pending.submit(snapshot, group, submit, last.intent)  # the model call
-                with self._store.lock(f"session:{self.id}", 600.0, wait_seconds=wait_seconds):
+                with self._lock(wait_seconds):
                     state = self._registry.load()
                     if any(
                         state.pages.get(p) != page or state.views.get(p) != view
@@ -536,7 +545,7 @@ class Session:
                         break
                     self._registry.save(after)
                     applied += 1
-            with self._store.lock(f"session:{self.id}", 600.0, wait_seconds=wait_seconds):
+            with self._lock(wait_seconds):
                 if self._load_last() == last:  # not replaced by an ask meanwhile
                     done = last.model_copy(update={"merge_due": False})
                     self._store.set(self._key("last"), done.model_dump_json())

@@ -29,9 +29,10 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from pagedctx.errors import PagedctxError
 from pagedctx.serve.guard import RateLimiter, TokenGuard
 from pagedctx.serve.openai_types import ChatRequest, ServeError, chunk, completion, completion_id, error_body
-from pagedctx.serve.service import ChatService, Reply
+from pagedctx.serve.service import ChatService, Reply, refused
 
 __all__ = ["SESSION_HEADER", "create_app", "install"]
 
@@ -61,7 +62,8 @@ def _service() -> ChatService:
 
 
 def _tenant(request: Request) -> str:
-    _service()
+    if _Installed.guard is None or _Installed.limiter is None:
+        _service()  # says the server is starting
     assert _Installed.guard is not None and _Installed.limiter is not None
     tenant = _Installed.guard.tenant(request.headers.get("authorization"))
     _Installed.limiter.check(tenant)
@@ -136,6 +138,11 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
     async def _refused(_: Request, exc: ServeError) -> JSONResponse:
         return JSONResponse(error_body(exc), status_code=exc.status)
 
+    @app.exception_handler(PagedctxError)
+    async def _pagedctx(_: Request, exc: PagedctxError) -> JSONResponse:
+        refusal = refused(exc)
+        return JSONResponse(error_body(refusal), status_code=refusal.status)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         refusal = ServeError(400, f"invalid request: {exc.errors()[:1]}")
@@ -170,7 +177,7 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
         tenant = _tenant(request)
         service = _service()
         asked = _parsed(ChatRequest, await _body(request, service.settings.max_body_bytes))
-        sid, _ = service.session_id(request.headers.get(SESSION_HEADER), asked.user)
+        sid = service.session_id(request.headers.get(SESSION_HEADER), asked.user)
         reply = await run_in_threadpool(service.complete, tenant, sid, asked)
         headers = {SESSION_HEADER: sid}
         later = BackgroundTask(service.consolidate, tenant, sid) if reply.consolidate else None
@@ -222,8 +229,6 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
         tenant = _tenant(request)
         service = _service()
         source = _parsed(_Source, await _body(request, service.settings.max_body_bytes))
-        if not service.session_id(sid, None)[0]:
-            raise ServeError(400, "bad session id")
         return await run_in_threadpool(service.add_source, tenant, sid, source.kind, source.path)
 
     return app

@@ -29,10 +29,8 @@ class TokenGuard:
     """Checks `Authorization: Bearer <token>` against the configured tokens."""
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
-        self._tenants = {
-            hashlib.sha256(t.encode()).hexdigest(): hashlib.sha256(t.encode()).hexdigest()[:16]
-            for t in tokens
-        }
+        digests = (hashlib.sha256(t.encode()).hexdigest() for t in tokens)
+        self._tenants = {digest: digest[:16] for digest in digests}  # token digest -> tenant
 
     @property
     def required(self) -> bool:

@@ -62,7 +62,7 @@ def _status(exc: PagedctxError) -> int:
 
 
 def refused(exc: PagedctxError) -> ServeError:
-    """A pagedctx error as the OpenAI error of its kind."""
+    """A pagedctx error as the OpenAI error of its kind (the app's one handler for them)."""
     status = _status(exc)
     kind = {400: "invalid_request_error", 503: "service_unavailable"}.get(status, "server_error")
     return ServeError(status, str(exc), kind=kind, code=type(exc).__name__)
@@ -92,8 +92,8 @@ class ChatService:
     # -- sessions ------------------------------------------------------------------------------
 
     @staticmethod
-    def session_id(header: str | None, user: str | None) -> tuple[str, bool]:
-        """The client's session id (`X-Session-Id`, else `user`, else new) and whether it is new."""
+    def session_id(header: str | None, user: str | None) -> str:
+        """The client's session id: `X-Session-Id`, else `user`, else a new one."""
         if header is not None:
             if not _ID.match(header):
                 raise ServeError(
@@ -101,11 +101,11 @@ class ChatService:
                     "X-Session-Id: use 1-96 letters, digits and . _ : - (a letter or digit first)",
                     param="X-Session-Id",
                 )
-            return header, False
+            return header
         if user:
             hashed = "user-" + hashlib.sha256(user.encode()).hexdigest()[:16]
-            return (user if _ID.match(user) else hashed), False
-        return uuid.uuid4().hex[:16], True
+            return user if _ID.match(user) else hashed
+        return uuid.uuid4().hex[:16]
 
     def _open(self, tenant: str, sid: str) -> Session:
         if not _ID.match(sid):
@@ -151,13 +151,8 @@ class ChatService:
                 400, "no user message with text: the last user message is the question", param="messages"
             )
         options = request.pagedctx or PagedctxOptions()
-        try:
-            with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
-                return self._answer(
-                    session, sid=sid, sent=sent, asked=asked, options=options, request=request
-                )
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+            return self._answer(session, sid=sid, sent=sent, asked=asked, options=options, request=request)
 
     def _answer(
         self,
@@ -252,28 +247,22 @@ class ChatService:
 
     def summary(self, tenant: str, sid: str) -> dict[str, Any]:
         """GET /v1/sessions/{id}: the session's counts and the JSON contract of its latest context."""
-        try:
-            with self._existing(tenant, sid) as session:
-                last = session.last
-                return {
-                    "id": sid,
-                    "object": "pagedctx.session",
-                    "created": int(session.created.timestamp()),
-                    "turns": len(session.turns),
-                    "asks": session.asked,
-                    "sources": session.sources,
-                    "contract": last.contract if last is not None else None,
-                }
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        with self._existing(tenant, sid) as session:
+            last = session.last
+            return {
+                "id": sid,
+                "object": "pagedctx.session",
+                "created": int(session.created.timestamp()),
+                "turns": len(session.turns),
+                "asks": session.asked,
+                "sources": session.sources,
+                "contract": last.contract if last is not None else None,
+            }
 
     def context(self, tenant: str, sid: str) -> str:
         """GET /v1/sessions/{id}/context: the `<PagedContext>` of the latest reply."""
-        try:
-            with self._existing(tenant, sid) as session:
-                last = session.last
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        with self._existing(tenant, sid) as session:
+            last = session.last
         if last is None:
             raise ServeError(
                 404, f"session {sid!r} has no context yet: send a chat completion first", code="no_context"
@@ -282,11 +271,8 @@ class ChatService:
 
     def trace(self, tenant: str, sid: str) -> list[str]:
         """GET /v1/sessions/{id}/trace: the round events of every request (JSONL lines)."""
-        try:
-            with self._existing(tenant, sid) as session:
-                return session.trace_lines()
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        with self._existing(tenant, sid) as session:
+            return session.trace_lines()
 
     def view(self, tenant: str, sid: str) -> str:
         """GET /v1/sessions/{id}/view: the HTML picture of the trace (as `pagedctx view` draws it)."""
@@ -300,12 +286,9 @@ class ChatService:
 
     def delete(self, tenant: str, sid: str) -> dict[str, Any]:
         """DELETE /v1/sessions/{id}: remove the session from the store."""
-        try:
-            session = self._existing(tenant, sid)
-            with session.locked(self.settings.lock_wait_seconds):
-                session.delete()
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        session = self._existing(tenant, sid)
+        with session.locked(self.settings.lock_wait_seconds):
+            session.delete()
         return {"id": sid, "object": "pagedctx.session.deleted", "deleted": True}
 
     def add_source(self, tenant: str, sid: str, kind: str, path: str) -> dict[str, Any]:
@@ -326,10 +309,7 @@ class ChatService:
                 code="path_not_allowed",
                 param="path",
             )
-        try:
-            with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
-                adders = {"repo": session.add_repo, "doc": session.add_doc, "dialogue": session.add_dialogue}
-                adders[kind](resolved)
-        except PagedctxError as exc:
-            raise refused(exc) from exc
+        with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+            adders = {"repo": session.add_repo, "doc": session.add_doc, "dialogue": session.add_dialogue}
+            adders[kind](resolved)
         return self.summary(tenant, sid)
