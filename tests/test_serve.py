@@ -403,14 +403,26 @@ def test_serve_settings_refuse_an_open_address_without_a_token() -> None:
         serve_settings({}, {"replicas": 0}, environ={})
 
 
-def test_the_cli_refuses_an_open_address_before_starting_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--host", "0.0.0.0"], "without a bearer token"),
+        (["--store", "bogus://x"], "unknown store URL"),
+        (["--store", "redis://127.0.0.1:1/0"], "cannot reach the Redis store"),  # a dead Redis
+        (["--port", "70000"], "port"),
+    ],
+)
+def test_the_cli_refuses_bad_settings_before_starting_anything(
+    tmp_path: Path, flags: list[str], words: str
+) -> None:
+    """One line, exit 2, before Ray starts: not a server that fails every request later."""
     done = subprocess.run(
-        [sys.executable, "-m", "pagedctx", "serve", "--host", "0.0.0.0", "--port", "8999"],
+        [sys.executable, "-m", "pagedctx", "serve", "--port", "8999", *flags],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "PAGEDCTX_HOME": str(tmp_path)},
     )
-    assert done.returncode == 2 and "without a bearer token" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and words in done.stderr
+    assert "Traceback" not in done.stderr and "Started Serve" not in done.stderr

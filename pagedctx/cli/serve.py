@@ -32,6 +32,7 @@ def serve(
 ) -> None:
     """Serve PCP-paged chat sessions over the OpenAI chat API (Ray Serve)."""
     from pagedctx.config import load_config
+    from pagedctx.host.store.url import open_store
     from pagedctx.serve.settings import serve_settings
 
     config = load_config(profile=profile, overrides={"store": store, "budget": budget, "runtime": "inproc"})
@@ -47,6 +48,11 @@ def serve(
     roots = [*section.get("source_roots", ()), *(str(p) for p in allow)]
     section["source_roots"] = [str(Path(r).expanduser().resolve()) for r in roots]
     settings = serve_settings(section, flags, token_file=token_file)
+    reachable = open_store(config.store_url)  # a bad URL or a dead Redis is said now, not per request
+    try:
+        reachable.get("pagedctx/index")
+    finally:
+        reachable.close()
     resolved = config.model_copy(update={"store": config.store_url, "home": config.home.resolve()})
 
     from pagedctx.serve.deployment import serve_forever

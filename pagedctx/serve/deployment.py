@@ -62,9 +62,9 @@ def serve_forever(settings: ServeSettings, config: Config, ready: Callable[[], N
     import ray
 
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     start(settings, config)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own handlers
+        signal.signal(sig, lambda *_: stop.set())
     ready()
     try:
         stop.wait()
