@@ -24,6 +24,7 @@ __all__ = [
     "Runtime",
     "actor_options",
     "fixed_clock",
+    "generator_spec",
     "parse_clock",
     "ray_cluster_running",
     "recorded_specs",
@@ -34,6 +35,7 @@ __all__ = [
 Runtime = Literal["auto", "ray", "inproc"]
 RAY_CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")  # written by `ray start --head`
 ROLES = ("router", "worker", "consolidator")
+TASK_ROLES = ("generator",)  # roles of a face's own loop (evolve), not of the PCP session
 
 
 def role_specs(models: dict[str, Any]) -> dict[str, Any]:
@@ -41,13 +43,29 @@ def role_specs(models: dict[str, Any]) -> dict[str, Any]:
     from pagedctx.host.models.factory import RoleSpec
 
     roles = models.get("roles") or {}
-    unknown = sorted(set(roles) - set(ROLES))
+    unknown = sorted(set(roles) - set(ROLES) - set(TASK_ROLES))
     if unknown:
-        raise ConfigError(f"models.roles names unknown roles {unknown}; use router, worker, consolidator")
+        raise ConfigError(
+            f"models.roles names unknown roles {unknown}; use router, worker, consolidator, generator"
+        )
     try:
         return {role: RoleSpec.model_validate(roles.get(role) or {}) for role in ROLES}
     except ValueError as exc:
         raise ConfigError(f"models.roles: {exc}") from exc
+
+
+def generator_spec(models: dict[str, Any], record: Path | None = None) -> Any:
+    """The profile's `models.roles.generator` (the evolve loop's code writer; baseline when unset),
+    appending its calls to `record` when given."""
+    from pagedctx.host.models.factory import RoleSpec
+
+    try:
+        spec = RoleSpec.model_validate((models.get("roles") or {}).get("generator") or {})
+    except ValueError as exc:
+        raise ConfigError(f"models.roles.generator: {exc}") from exc
+    if record is not None and spec.backend != "baseline":
+        spec = spec.model_copy(update={"record": str(record)})
+    return spec
 
 
 def recorded_specs(specs: dict[str, Any], record: Path | None, replay: Path | None) -> dict[str, Any]:

@@ -1,0 +1,121 @@
+"""The generator role: the `generator` module (configs/modules/generator, exec tier) on a model
+backend, writing an attempt's `CodeModification`s (S6).
+
+Whatever a model returns is untrusted: an answer that breaks the module's contract twice, a
+refusal envelope, a backend error or modifications that do not validate become a `GeneratorFault`
+with its E2 code, which the loop records as a fault attempt and shows to the next round. The
+baseline policy writes no code: `ModuleGenerator.from_spec` refuses it with a UsageError saying
+which role to configure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
+from pagedctx.host.edit.modification import CodeModification, ModificationBatch
+from pagedctx.host.models.base import ModelBackend
+from pagedctx.host.models.runner import ModelModuleRunner
+from pagedctx.protocol.envelope import FailureEnvelope
+
+__all__ = ["Generated", "Generator", "GeneratorFault", "ModuleGenerator"]
+
+MODULE = "generator"
+
+
+@dataclass(frozen=True)
+class Generated:
+    modifications: tuple[CodeModification, ...]
+    rationale: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class GeneratorFault:
+    code: FailCode
+    message: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    raw: tuple[dict[str, Any], ...] = ()  # the modifications as given, when any
+
+
+class Generator(Protocol):
+    @property
+    def policy(self) -> str: ...
+
+    def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault: ...
+
+
+class ModuleGenerator:
+    """The generator module on one backend; tokens counted with `counter` when the backend does
+    not report them."""
+
+    def __init__(self, backend: ModelBackend, *, policy: str, counter: Any, modules_root: Any = None) -> None:
+        self._runner = ModelModuleRunner(backend, root=modules_root)
+        self._policy = policy
+        self._counter = counter
+
+    @classmethod
+    def from_spec(cls, spec: Any, *, counter: Any, modules_root: Any = None) -> ModuleGenerator:
+        from pagedctx.host.models.factory import build_backend
+
+        if spec.backend == "baseline":
+            raise UsageError(
+                "evolve needs a model role for the generator: the baseline policy writes no code. "
+                "Set models.roles.generator in a profile (e.g. {backend: openai, model: ..., base_url: "
+                "...}, or a GPU profile), or replay recorded calls with --replay FILE (docs/evolve.md)"
+            )
+        return cls(build_backend(spec), policy=spec.policy, counter=counter, modules_root=modules_root)
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault:
+        prompt = self._counter.count(str(payload)) if self._counter is not None else 0
+        try:
+            answer = self._runner.call(MODULE, payload)
+        except EnvelopeViolation as exc:
+            return GeneratorFault(code=exc.code, message=str(exc), prompt_tokens=prompt)
+        except BackendError as exc:
+            return GeneratorFault(code=FailCode.EXECUTOR_ERROR, message=str(exc), prompt_tokens=prompt)
+        reply = answer.reply
+        prompt = reply.prompt_tokens if reply.prompt_tokens is not None else prompt
+        completion = (
+            reply.completion_tokens
+            if reply.completion_tokens is not None
+            else (self._counter.count(answer.text) if self._counter is not None else 0)
+        )
+        if isinstance(answer.envelope, FailureEnvelope):
+            error = answer.envelope.error
+            code = FailCode.NEEDS_CLARIFICATION
+            return GeneratorFault(
+                code=code,
+                message=f"the generator declined: {error.code}: {error.message}",
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+            )
+        data = answer.value["data"]
+        raw = tuple(data.get("modifications") or ())
+        try:
+            batch = ModificationBatch.model_validate({"modifications": list(raw)})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return GeneratorFault(
+                code=FailCode.SCHEMA_VIOLATION,
+                message=f"the modifications do not validate: {where}: {first['msg']}",
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                raw=raw,
+            )
+        return Generated(
+            modifications=batch.modifications,
+            rationale=str(data.get("rationale", "")),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )

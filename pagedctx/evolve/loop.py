@@ -1,0 +1,552 @@
+"""The goal runner (S9, D4): round after round, select the code for the goal from the parent
+attempt's tree, page the session's earlier attempts, let the generator write chunk-anchored edits,
+apply them inside the task's pins, collect evidence by running the task's tests, judge it, score it,
+and record the attempt in the solutions history (S8).
+
+```
+attempt 0: the original code, evaluated (tests, verdict, score): where the session starts
+round k:   parent = strategy(attempts)            best by verdict, tests passed, score
+           work/ <- original + parent's overlay   by content: nothing half-applied survives
+           code   = select_context(work index, goal, budget x shares.code)   (S5)
+           history = Session("evolve.<id>").ask(goal, rest of the budget)    attempts as turns,
+                     recent ones in Detail, older ones folded by the Consolidator (P10)
+           generator(goal, code, history, parent feedback, pins) -> CodeModifications (S6)
+             a broken answer or a refused edit (PREFLIGHT_FAILED, MERGE_CONFLICT, SCOPE_CONFLICT)
+             is a fault attempt: recorded, shown to the next round, never a crash
+           apply_modifications(work, pins)         all or nothing (S7)
+           evidence collect (the task's test commands) + judge (E1, E6) + --score CMD
+           record the attempt (one write), then add it as a turn of the history session
+stops:     PASS (--until pass), the rounds, --max-tokens (BUDGET_EXCEEDED), --time (TIMEOUT_EXCEEDED)
+```
+
+A process killed at any moment loses only the attempt it was in: an attempt is recorded whole
+when it is finished, the next run rebuilds `work/` for it from the store and runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pagedctx.errors import ProtocolFault, UsageError
+from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
+from pagedctx.evolve.records import (
+    Attempt,
+    AttemptTokens,
+    EvolveMeta,
+    EvolveSettings,
+    EvolveStore,
+    Stop,
+    attempt_id,
+)
+from pagedctx.evolve.score import run_score
+from pagedctx.evolve.strategy import parse_strategy
+from pagedctx.evolve.task import EvolveTask
+from pagedctx.evolve.workspace import Workspace
+
+__all__ = ["Evolution", "describe", "open_evolution"]
+
+SPEAKER = "evolve"
+FEEDBACK_MESSAGES = 8  # verdict messages handed to the next round
+
+
+def describe(attempt: Attempt) -> str:
+    """The attempt as the next rounds read it (a turn of the history session)."""
+    origin = (
+        f"attempt {attempt.parent.rsplit('/', 1)[-1].lstrip('0') or '0'}"
+        if attempt.parent
+        else "the original code"
+    )
+    if attempt.number == 0:
+        head = f"Attempt 0 is the original code: {attempt.verdict} {attempt.reason_code or ''}".rstrip()
+    elif attempt.status == "fault":
+        head = f"Attempt {attempt.number} from {origin}: FAULT {attempt.reason_code}, nothing applied"
+    else:
+        head = (
+            f"Attempt {attempt.number} from {origin}: {attempt.verdict} {attempt.reason_code or ''}".rstrip()
+        )
+    facts = [f"acceptance tests passed {attempt.acceptance_passed}/{attempt.acceptance_total}"]
+    if attempt.score is not None:
+        facts.append(f"score {attempt.score:g}")
+    elif attempt.score_error:
+        facts.append(f"no score ({attempt.score_error[:200]})")
+    lines = [f"{head} ({'; '.join(facts)})."]
+    for mod in attempt.modifications:
+        target = mod.get("target_chunk_id") or mod.get("file_path")
+        reason = str(mod.get("reasoning") or "").strip()
+        lines.append(f"Changed: {mod.get('action_type')} {target}" + (f": {reason[:300]}" if reason else ""))
+    if attempt.rationale:
+        lines.append(f"Rationale: {attempt.rationale[:600]}")
+    lines += [f"Why: {m[:400]}" for m in attempt.messages[:FEEDBACK_MESSAGES]]
+    return "\n".join(lines)
+
+
+def _feedback(parent: Attempt | None) -> dict[str, Any]:
+    if parent is None:
+        return {"id": None, "verdict": None, "feedback": "no attempt yet: start from the original code"}
+    return {
+        "id": parent.id,
+        "verdict": parent.verdict,
+        "feedback": describe(parent),
+    }
+
+
+def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
+    from pagedctx.evidence.acceptance import junit_key
+
+    if not trusted:
+        return 0
+    try:
+        results = json.loads((folder / "reports" / "results.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return 0
+    ids = task.acceptance.fail_to_pass + task.acceptance.pass_to_pass
+    return sum((results.get(i) or results.get(junit_key(i))) == "passed" for i in ids)
+
+
+def _test_seconds(folder: Path) -> float:
+    from pagedctx.evidence.collector import RunRecord
+
+    try:
+        record = RunRecord.model_validate_json((folder / "logs" / "commands.json").read_text())
+    except (OSError, ValueError):
+        return 0.0
+    return sum((c.finished - c.started).total_seconds() for c in record.commands)
+
+
+@dataclass
+class _Clock:
+    started: float
+    marks: dict[str, float]
+
+    def mark(self, step: str) -> None:
+        now = time.perf_counter()
+        self.marks[step] = round(now - self.started - sum(self.marks.values()), 4)
+
+
+class Evolution:
+    """One evolve session, opened by `open_evolution` (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: Any,
+        store: Any,
+        meta: EvolveMeta,
+        generator: Generator | None,
+        clock: Callable[[], datetime],
+        format_code: bool = False,
+    ) -> None:
+        from pagedctx.host.store.url import open_store
+        from pagedctx.protocol.tokens import token_counter
+
+        self.config = config
+        self.records = EvolveStore(store, meta.session)
+        self.meta = meta
+        self.workspace = Workspace(Path(meta.home))
+        self.generator = generator
+        self.clock = clock
+        self.format_code = format_code
+        self.counter = token_counter(config.tokenizer)
+        self._index_store = open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
+        self._history: Any = None
+
+    @property
+    def id(self) -> str:
+        return self.meta.session
+
+    @property
+    def task(self) -> EvolveTask:
+        return self.meta.task
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def attempts(self) -> list[Attempt]:
+        return self.records.attempts()
+
+    def run(self, on_attempt: Callable[[Attempt], None] | None = None) -> Stop:
+        """Rounds until a stop; returns it (also kept in the session's record)."""
+        attempts = self.attempts()
+        self._sync_history(attempts)
+        if not attempts:
+            original = self._evaluate_original()
+            self._keep(original, attempts, on_attempt)
+        while True:
+            stop = self._stop(attempts)
+            if stop is not None:
+                self._record_stop(stop)
+                return stop
+            attempt = self._round(max(a.number for a in attempts) + 1, attempts)
+            self._keep(attempt, attempts, on_attempt)
+
+    def _keep(
+        self, attempt: Attempt, attempts: list[Attempt], on_attempt: Callable[[Attempt], None] | None
+    ) -> None:
+        self.records.record(attempt)
+        attempts.append(attempt)
+        self._sync_history(attempts)
+        if on_attempt is not None:
+            on_attempt(attempt)
+
+    def _stop(self, attempts: Sequence[Attempt]) -> Stop | None:
+        settings = self.meta.settings
+        now = self.clock()
+        done = len(attempts) - 1
+        if settings.until == "pass":
+            passed = next((a for a in attempts if a.verdict == "PASS"), None)
+            if passed is not None:
+                return Stop(code="PASS", message=f"attempt {passed.number} passed", at=now, attempts=done)
+        if done >= settings.rounds:
+            return Stop(code="ROUNDS_DONE", message=f"{settings.rounds} rounds done", at=now, attempts=done)
+        used = sum(a.tokens.total for a in attempts)
+        if settings.max_tokens is not None and used >= settings.max_tokens:
+            return Stop(
+                code="BUDGET_EXCEEDED",
+                message=f"the generator used {used} tokens of --max-tokens {settings.max_tokens}",
+                at=now,
+                attempts=done,
+            )
+        spent = sum(a.seconds.get("total", 0.0) for a in attempts)
+        if settings.time_seconds is not None and spent >= settings.time_seconds:
+            return Stop(
+                code="TIMEOUT_EXCEEDED",
+                message=f"the attempts took {spent:.1f} s of --time {settings.time_seconds:g}",
+                at=now,
+                attempts=done,
+            )
+        return None
+
+    def _record_stop(self, stop: Stop) -> None:
+        last = self.meta.stops[-1] if self.meta.stops else None
+        if last is not None and (last.code, last.attempts) == (stop.code, stop.attempts):
+            return
+        self.meta = self.meta.model_copy(update={"stops": (*self.meta.stops, stop)})
+        self.records.save_meta(self.meta)
+
+    # -- one attempt ----------------------------------------------------------------------------
+
+    def _evaluate_original(self) -> Attempt:
+        marks = _Clock(time.perf_counter(), {})
+        started = self.clock()
+        self.workspace.fresh_attempt_dir(0)
+        self.workspace.checkout({})
+        marks.mark("checkout")
+        return self._judged(
+            number=0, parent=None, files={}, mods=(), rationale="", started=started, marks=marks,
+            tokens=AttemptTokens(), policy="original",
+        )  # fmt: skip
+
+    def _round(self, number: int, attempts: Sequence[Attempt]) -> Attempt:
+        from pagedctx.errors import EnvelopeViolation
+        from pagedctx.host.edit.editor import apply_modifications
+
+        if self.generator is None:
+            raise UsageError("this evolve session was opened without a generator: it can be shown, not run")
+        strategy = parse_strategy(self.meta.settings.strategy)
+        parent = strategy.parent(attempts, number)
+        overlay = dict(parent.files) if parent is not None else {}
+        marks = _Clock(time.perf_counter(), {})
+        started = self.clock()
+        self.workspace.fresh_attempt_dir(number)
+        self.workspace.checkout(overlay)
+        marks.mark("checkout")
+        code = self._select_code()
+        marks.mark("select")
+        history, history_tokens = self._page_history()
+        marks.mark("history")
+        payload = {
+            "goal": self.task.goal,
+            "attempt": number,
+            "code": code,
+            "history": history,
+            "parent": _feedback(parent),
+            "pins": {
+                "allowed_paths": list(self.task.pins.allowed_paths),
+                "forbidden_paths": list(self.task.pins.forbidden_paths),
+            },
+        }
+        written = self.generator.write(payload)
+        marks.mark("generate")
+        island = strategy.island_of(number)
+        tokens = AttemptTokens(
+            code=self.counter.count(code),
+            history=history_tokens,
+            prompt=written.prompt_tokens,
+            completion=written.completion_tokens,
+        )
+        if isinstance(written, GeneratorFault):
+            return self._fault(
+                number=number, parent=parent, island=island, code=written.code.value,
+                message=written.message, mods=written.raw, rationale="", started=started,
+                marks=marks, tokens=tokens,
+            )  # fmt: skip
+        assert isinstance(written, Generated)
+        mods = tuple(m.model_dump(mode="json", exclude_defaults=False) for m in written.modifications)
+        try:
+            report = apply_modifications(
+                self.workspace.work,
+                written.modifications,
+                self.task.pins,
+                formatters=None if self.format_code else {},
+            )
+        except (ProtocolFault, EnvelopeViolation) as exc:
+            self.workspace.checkout(overlay)  # refused edits write nothing; this only proves it
+            return self._fault(
+                number=number, parent=parent, island=island, code=exc.code.value, message=str(exc),
+                mods=mods, rationale=written.rationale, started=started, marks=marks, tokens=tokens,
+            )  # fmt: skip
+        marks.mark("apply")
+        files = self.workspace.overlay_after(overlay, [f.path for f in report.files])
+        return self._judged(
+            number=number, parent=parent, files=files, mods=mods, rationale=written.rationale,
+            started=started, marks=marks, tokens=tokens, policy=self.generator.policy, island=island,
+        )  # fmt: skip
+
+    def _fault(
+        self,
+        *,
+        number: int,
+        parent: Attempt | None,
+        island: int,
+        code: str,
+        message: str,
+        mods: Sequence[dict[str, Any]],
+        rationale: str,
+        started: datetime,
+        marks: _Clock,
+        tokens: AttemptTokens,
+    ) -> Attempt:
+        marks.mark("apply")
+        seconds = dict(marks.marks)
+        seconds["total"] = round(sum(seconds.values()), 4)
+        return Attempt(
+            id=attempt_id(self.id, number),
+            session=self.id,
+            number=number,
+            parent=parent.id if parent is not None else None,
+            island=island,
+            status="fault",
+            reason_code=code,
+            fail_codes=(code,),
+            messages=(message,),
+            acceptance_total=self._acceptance_total,
+            modifications=tuple(mods),
+            rationale=rationale,
+            diff=parent.diff if parent is not None else "",
+            files=dict(parent.files) if parent is not None else {},
+            tokens=tokens,
+            seconds=seconds,
+            started=started,
+            finished=self.clock(),
+            policy=self.generator.policy if self.generator is not None else "",
+        )
+
+    @property
+    def _acceptance_total(self) -> int:
+        return len(self.task.acceptance.fail_to_pass) + len(self.task.acceptance.pass_to_pass)
+
+    def _judged(
+        self,
+        *,
+        number: int,
+        parent: Attempt | None,
+        files: dict[str, str | None],
+        mods: Sequence[dict[str, Any]],
+        rationale: str,
+        started: datetime,
+        marks: _Clock,
+        tokens: AttemptTokens,
+        policy: str,
+        island: int = 0,
+    ) -> Attempt:
+        from pagedctx.evidence.collector import collect
+        from pagedctx.evidence.tree import tree_diff
+        from pagedctx.evidence.verdict import judge
+
+        base = self.workspace.state()
+        task_input = self.task.task_input()
+        contract = self.task.contract()
+        folder = collect(
+            task_input,
+            self.workspace.work,
+            pre=base,
+            contract=contract,
+            artifacts_root=self.workspace.attempt_dir(number),
+            decisions=[rationale] if rationale else (),
+        )
+        marks.mark("collect")
+        verdict = judge(contract, folder, task_input)
+        marks.mark("verdict")
+        metrics: dict[str, Any] = {}
+        score = error = None
+        if self.task.score is not None:
+            metrics, score, error = run_score(self.task.score, self.workspace.work)
+            marks.mark("score")
+        seconds = dict(marks.marks)
+        seconds["total"] = round(sum(seconds.values()), 4)
+        seconds["test"] = round(_test_seconds(folder), 4)
+        trusted = verdict.checks.evidence_present and verdict.checks.schema_valid
+        codes = tuple(dict.fromkeys([verdict.reason_code.value] if verdict.reason_code else []))
+        return Attempt(
+            id=attempt_id(self.id, number),
+            session=self.id,
+            number=number,
+            parent=parent.id if parent is not None else None,
+            island=island,
+            status="pass" if verdict.verdict == "PASS" else "fail",
+            verdict=verdict.verdict,
+            reason_code=verdict.reason_code.value if verdict.reason_code else None,
+            fail_codes=codes,
+            fail_class=tuple(c.value for c in verdict.fail_class),
+            messages=verdict.messages,
+            acceptance_passed=_acceptance(self.task, folder, trusted),
+            acceptance_total=self._acceptance_total,
+            modifications=tuple(mods),
+            rationale=rationale,
+            diff=tree_diff(base, self.workspace.tree_state(files)),
+            files=files,
+            metrics=metrics,
+            score=score,
+            score_error=error,
+            tokens=tokens,
+            seconds=seconds,
+            started=started,
+            finished=self.clock(),
+            evidence_dir=str(folder),
+            policy=policy,
+        )
+
+    # -- context --------------------------------------------------------------------------------
+
+    @property
+    def _code_budget(self) -> int:
+        return max(1, int(self.meta.settings.budget * self.config.budget_shares.code))
+
+    def _select_code(self) -> str:
+        from pagedctx.host.ingest.index import Index
+        from pagedctx.host.select import select_context
+        from pagedctx.host.select.policy import BaselineSelectionPolicy
+        from pagedctx.host.select.render import selection_text
+
+        index = Index(self._index_store, tokenizer=self.config.tokenizer)
+        index.update([self.workspace.work])
+        budget = self.config.make_budget(self._code_budget)
+        selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
+        return selection_text(index, selection)
+
+    def history_session(self) -> Any:
+        from pagedctx.session import Session
+
+        if self._history is None:
+            self._history = Session.open(config=self.config, session_id=f"evolve.{self.id}")
+        return self._history
+
+    def _page_history(self) -> tuple[str, int]:
+        budget = self.meta.settings.budget - self._code_budget
+        result = self.history_session().ask(self.task.goal, budget=budget)
+        return result.xml, result.tokens
+
+    def _sync_history(self, attempts: Sequence[Attempt]) -> None:
+        """Every recorded attempt is a turn of the history session (a killed run may owe some)."""
+        if not attempts:
+            return
+        session = self.history_session()
+        have = {t["id"] for t in session.turns}
+        for attempt in attempts:
+            turn = f"a{attempt.number}"
+            if turn not in have:
+                session.add_turn(SPEAKER, describe(attempt), timestamp=attempt.finished, id=turn)
+
+    def close(self) -> None:
+        if self._history is not None:
+            self._history.close()
+        self._index_store.close()
+        self.records.store.close()
+
+    def __enter__(self) -> Evolution:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_evolution(
+    *,
+    config: Any,
+    session_id: str | None = None,
+    repo: Path | None = None,
+    task: EvolveTask | None = None,
+    settings: dict[str, Any] | None = None,
+    generator: Generator | None = None,
+    clock: Callable[[], datetime] | None = None,
+    format_code: bool = False,
+) -> Evolution:
+    """Start a session (`repo` and `task` given, a new id) or resume one by id (`settings` may
+    change its bounds; its repository and task stay)."""
+    from pagedctx.host.store.url import open_store
+
+    chosen = session_id or uuid.uuid4().hex[:12]
+    if not chosen or "/" in chosen or len(chosen) > 100:
+        raise UsageError(f"session id {chosen!r}: use 1-100 characters without '/'")
+    store = open_store(config.store_url)
+    records = EvolveStore(store, chosen)
+    meta = records.meta()
+    changes = {k: v for k, v in (settings or {}).items() if v is not None}
+    if changes.get("strategy") is not None:
+        parse_strategy(changes["strategy"])
+    if meta is None:
+        if repo is None or task is None:
+            store.close()
+            raise UsageError(
+                f"no evolve session {chosen!r} to resume; "
+                "start one with --repo ROOT --task TASK.json --goal TEXT"
+            )
+        if not repo.is_dir():
+            store.close()
+            raise UsageError(f"--repo {repo} is not a directory")
+        home = Path(config.home).resolve() / "evolve" / chosen
+        workspace = Workspace(home)
+        if home.exists():  # a start killed before its record was written: begin again
+            import shutil
+
+            shutil.rmtree(home)
+        workspace.create(repo.resolve())
+        meta = EvolveMeta(
+            session=chosen,
+            repo=str(repo.resolve()),
+            home=str(home),
+            task=task,
+            settings=EvolveSettings.model_validate(changes),
+            generator=generator.policy if generator is not None else "",
+            created=(clock or (lambda: datetime.now(UTC)))(),
+        )
+        records.save_meta(meta)
+    else:
+        if repo is not None and str(repo.resolve()) != meta.repo:
+            store.close()
+            raise UsageError(
+                f"session {chosen} evolves {meta.repo}, not {repo.resolve()}; omit --repo to resume"
+            )
+        if task is not None and task.model_dump(exclude={"goal"}) != meta.task.model_dump(exclude={"goal"}):
+            store.close()
+            raise UsageError(
+                f"session {chosen} keeps the task it started with; start a new session for another"
+            )
+        if changes:
+            merged = meta.settings.model_copy(update=changes)
+            meta = meta.model_copy(update={"settings": EvolveSettings.model_validate(merged.model_dump())})
+            records.save_meta(meta)
+    return Evolution(
+        config=config,
+        store=store,
+        meta=meta,
+        generator=generator,
+        clock=clock or (lambda: datetime.now(UTC)),
+        format_code=format_code,
+    )

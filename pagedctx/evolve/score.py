@@ -1,0 +1,66 @@
+"""The score contract (`--score CMD`): run in the attempt's working copy after its tests, the
+command prints a JSON object of metrics; its last stdout line that is a JSON object counts, and
+the metric named by the key (a number, higher is better) is the attempt's score. A command that
+fails, times out, prints no object or no number under the key gives no score, and says why."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pagedctx.evolve.task import ScoreSpec
+
+__all__ = ["run_score"]
+
+_KEEP = 4000  # characters of output kept in an error
+
+
+def _metrics(stdout: str) -> dict[str, Any] | None:
+    for raw in reversed(stdout.strip().splitlines()):
+        line = raw.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def run_score(spec: ScoreSpec, work: Path) -> tuple[dict[str, Any], float | None, str | None]:
+    """(metrics, score, error): see the module docstring."""
+    env = {k: v for k, v in os.environ.items() if k != "PAGEDCTX_EVIDENCE_KEY_FILE"}
+    process = subprocess.Popen(
+        spec.command,
+        shell=True,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=spec.timeout_seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return {}, None, f"the score command ran over {spec.timeout_seconds:g} s and was killed"
+    stdout = out.decode("utf-8", "replace")
+    if process.returncode != 0:
+        tail = (err.decode("utf-8", "replace") or stdout)[-_KEEP:].strip()
+        return {}, None, f"the score command exited {process.returncode}: {tail}"
+    metrics = _metrics(stdout)
+    if metrics is None:
+        return {}, None, f"the score command printed no JSON object: {stdout[-_KEEP:].strip()!r}"
+    value = metrics.get(spec.key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return metrics, None, f"the metrics have no finite number under {spec.key!r}: {sorted(metrics)}"
+    return metrics, float(value), None
