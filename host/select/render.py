@@ -1,7 +1,8 @@
 """The text and `<PagedContext>` forms of a selection (S5 output, P1, P17).
 
 Text: the selected code itself, ready to paste into a prompt: each full file and each chunk under a
-`### path:A-B qualname (mode, why)` header, in path and line order.
+`### path:A-B qualname (mode, why)` header, in path and line order; a full file's header is
+followed by a `chunks:` line naming its chunk ids (the anchors of chunk-anchored edits, S6).
 
 XML: the same selection as the initial `<PagedContext>` of a session. Chunks are Original pages
 (content: the body; summary: the skeleton), shown in Detail when selected with their body and in
@@ -72,9 +73,10 @@ def selection_text(index: Index, selection: Selection) -> str:
         f"{sum(1 for c in selection.chunks if c.why != 'promoted')} chunks\n"
     ]
     for full in selection.full_files:
-        parts.append(
-            f"### {full.path} (full file, {full.tokens} tokens)\n{read_indexed_file(index, full.path)}"
-        )
+        ids = ", ".join(c.id for c in index.chunks_in_file(full.path))
+        outline = f"chunks: {ids}\n" if ids else ""  # the anchors `apply` takes (S6)
+        text = read_indexed_file(index, full.path)
+        parts.append(f"### {full.path} (full file, {full.tokens} tokens)\n{outline}{text}")
     for item in selection.chunks:
         if item.why == "promoted":
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from pagedctx._version import __version__
-from pagedctx.cli import config, envelope, evidence, instructions, llm, modules, pcr, xml
+from pagedctx.cli import config, envelope, evidence, evolve, instructions, llm, modules, pcr, xml
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
 from pagedctx.cli import serve as serve_cli
@@ -37,6 +37,7 @@ app.add_typer(envelope.app, name="envelope")
 app.add_typer(config.app, name="config")
 app.add_typer(llm.app, name="llm")
 app.add_typer(evidence.app, name="evidence")
+app.add_typer(evolve.app, name="evolve")
 app.command("verdict")(evidence.verdict)
 app.command("index")(index_command)
 app.command("pcr")(pcr.pcr)

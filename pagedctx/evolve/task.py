@@ -89,6 +89,8 @@ def load_task(path: Path, *, goal: str | None = None, score: ScoreSpec | None = 
         raw["goal"] = goal
     if score is not None:
         raw["score"] = score.model_dump()
+    if not str(raw.get("goal") or "").strip():
+        raise UsageError(f"task file {path} has no goal: give `goal` in the file or --goal TEXT")
     try:
         task = EvolveTask.model_validate(raw)
         task.task_input()  # E3's own checks (a UUID, files within the pins)
@@ -97,6 +99,4 @@ def load_task(path: Path, *, goal: str | None = None, score: ScoreSpec | None = 
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise UsageError(f"task file {path}: {where}: {first['msg']}") from None
-    if not task.goal.strip():
-        raise UsageError(f"task file {path} has no goal: give `goal` in the file or --goal TEXT")
     return task
