@@ -78,6 +78,7 @@ ul.plain { margin: 0; padding-left: 20px; }
 .legend svg { vertical-align: middle; margin-right: 3px; }
 svg.chart { width: 100%; height: auto; max-width: 1200px; display: block; }
 svg.chart text { font: 11px system-ui, sans-serif; fill: var(--muted); }
+svg.chart text.label { paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
 svg.chart .axis { stroke: #8792a2; }
 svg.chart .grid { stroke: var(--line); stroke-dasharray: 3 3; }
 svg.chart .series { fill: none; stroke: #1d2430; stroke-width: 1.5; }
@@ -110,6 +111,11 @@ details.attempt.status-fault { border-left-color: var(--fault); }
 details.attempt.best { box-shadow: 0 0 0 2px #1d2430 inset; }
 details.attempt > summary { cursor: pointer; display: flex; flex-wrap: wrap; gap: 4px 12px;
   align-items: center; padding: 2px 0; }
+details.attempt > summary { list-style: none; }
+details.attempt > summary::-webkit-details-marker { display: none; }
+details.attempt > summary::before { content: "\\25B8"; color: var(--muted); }
+details.attempt[open] > summary::before { content: "\\25BE"; }
+.cols { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 0 24px; }
 details.attempt > summary .num { font-weight: 700; font-family: ui-monospace, monospace; }
 details.attempt > summary .kv { color: var(--muted); }
 details.attempt h3 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); text-transform: uppercase; }
@@ -153,11 +159,12 @@ def _cut(text: str, limit: int) -> tuple[str, str]:
         return text, ""
     end = text.rfind("\n", 0, limit)
     kept = text[: end + 1] if end > 0 else text[:limit]
-    lines = text.count("\n", len(kept)) + (0 if text.endswith("\n") else 1)
+    rest = text[len(kept) :]
+    lines = rest.count("\n") + (0 if rest.endswith("\n") else 1)  # a line shown in part counts
+    more = "rest: 1 line" if lines == 1 else f"rest: {lines:,} lines"
     marker = (
         f'<div class="cut" data-cut="{len(text) - len(kept)}">\u2702 cut: {len(kept):,} of '
-        f"{len(text):,} characters shown, {lines:,} more lines; the whole text is in the store "
-        "(sys/solutions)</div>"
+        f"{len(text):,} characters shown ({more}); the record in the store keeps it whole</div>"
     )
     return kept, marker
 
@@ -236,7 +243,22 @@ def lineage(best: Attempt, by_id: dict[str, Attempt]) -> tuple[list[Attempt], st
 
 # -- charts ---------------------------------------------------------------------------------------
 
-_W, _LEFT, _RIGHT = 1000, 70, 20
+_W, _LEFT, _RIGHT, _PAD = 1000, 70, 20, 14  # _PAD: room for the first and last markers
+
+
+def _nice(low: float, high: float, most: int = 5) -> list[float]:
+    """Round tick values (1, 2, 5 x 10^k apart) covering [low, high], at most about `most` + 1."""
+    span = high - low
+    if not (math.isfinite(span) and span > 0):
+        return [low, high] if span > 0 else [low - 1.0, high + 1.0]
+    raw = span / most
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.floor(low / step) * step
+    ticks = [first]
+    while ticks[-1] < high and len(ticks) <= 3 * most:
+        ticks.append(first + step * len(ticks))
+    return ticks
 
 
 def _ticks(low: int, high: int, most: int = 10) -> list[int]:
@@ -256,12 +278,12 @@ class _X:
     def __init__(self, numbers: Sequence[int]) -> None:
         self.low = min(numbers) if numbers else 0
         self.high = max(numbers) if numbers else 0
-        self.step = (_W - _LEFT - _RIGHT) / max(self.high - self.low, 1)
+        self.step = (_W - _LEFT - _RIGHT - 2 * _PAD) / max(self.high - self.low, 1)
 
     def __call__(self, number: int) -> float:
         if self.high == self.low:
             return _LEFT + (_W - _LEFT - _RIGHT) / 2
-        return _LEFT + (number - self.low) * self.step
+        return _LEFT + _PAD + (number - self.low) * self.step
 
 
 def _shape(status: str, cx: float, cy: float, r: float) -> str:
@@ -336,6 +358,11 @@ def _score_lines(attempts: Sequence[Attempt], x: _X, y: _Y) -> list[str]:
     return parts
 
 
+def _anchor(px: float) -> str:
+    """Text anchor keeping a label near the edges inside the chart."""
+    return "end" if px > _W - _RIGHT - 60 else "start" if px < _LEFT + 60 else "middle"
+
+
 def _score_chart(attempts: Sequence[Attempt], x: _X, ringed: set[str], best: Attempt | None) -> str:
     """Score per round: a line broken at attempts without a score, the best so far dashed, every
     attempt marked by status (colour and shape); attempts without a score on the strip below."""
@@ -346,14 +373,13 @@ def _score_chart(attempts: Sequence[Attempt], x: _X, ringed: set[str], best: Att
     low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
     if high == low:
         low, high = low - 1.0, high + 1.0
-    pad = (high - low) * 0.06
-    y = _Y(top, plot, low - pad, high + pad)
+    ticks = _nice(low, high)
+    y = _Y(top, plot, ticks[0], ticks[-1])
     parts = [
         f'<svg class="chart score-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {axis_y + 36}" '
         'role="img" aria-label="score per round">'
     ]
-    for k in range(5):
-        value = y.low + (y.high - y.low) * k / 4
+    for value in ticks:
         gy = y(value)
         parts.append(f'<line class="grid" x1="{_LEFT}" y1="{gy:.1f}" x2="{_W - _RIGHT}" y2="{gy:.1f}"/>')
         parts.append(f'<text x="{_LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end">{_e(_num(value))}</text>')
@@ -377,7 +403,7 @@ def _score_chart(attempts: Sequence[Attempt], x: _X, ringed: set[str], best: Att
     if best is not None:
         bx, by = at(best)
         parts.append(
-            f'<text class="best-label" x="{bx:.1f}" y="{by - r - 7:.1f}" text-anchor="middle" '
+            f'<text class="label best-label" x="{bx:.1f}" y="{by - r - 7:.1f}" text-anchor="{_anchor(bx)}" '
             f'style="fill:#1d2430;font-weight:700">best #{best.number}</text>'
         )
     if not scores:
@@ -396,17 +422,13 @@ def _tokens_chart(attempts: Sequence[Attempt], x: _X, budget: int) -> str:
     axis_y = top + plot
     height = axis_y + 36
     peak = max([budget, *(max(a.tokens.total, a.tokens.context) for a in attempts)], default=1) or 1
-    high = peak * 1.08
-
-    def y(value: float) -> float:
-        return top + plot * (high - value) / high
-
+    ticks = _nice(0.0, peak * 1.05)
+    y = _Y(top, plot, 0.0, ticks[-1])
     parts = [
         f'<svg class="chart tokens-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {height}" '
         'role="img" aria-label="tokens per round">'
     ]
-    for k in range(5):
-        value = high * k / 4
+    for value in ticks:
         gy = y(value)
         parts.append(f'<line class="grid" x1="{_LEFT}" y1="{gy:.1f}" x2="{_W - _RIGHT}" y2="{gy:.1f}"/>')
         parts.append(f'<text x="{_LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end">{value:,.0f}</text>')
@@ -439,7 +461,7 @@ def _tokens_chart(attempts: Sequence[Attempt], x: _X, budget: int) -> str:
     by = y(budget)
     parts.append(
         f'<line class="budget" x1="{_LEFT}" y1="{by:.1f}" x2="{_W - _RIGHT}" y2="{by:.1f}"/>'
-        f'<text x="{_W - _RIGHT}" y="{by - 4:.1f}" text-anchor="end" style="fill:var(--context)">'
+        f'<text class="label" x="{_LEFT + 4}" y="{by - 4:.1f}" style="fill:var(--context)">'
         f"context budget {budget:,} per round</text>"
     )
     parts.append("</svg>")
@@ -484,7 +506,7 @@ def _lineage_html(chain: Sequence[Attempt], missing: str | None) -> str:
         what = (
             "the original code"
             if attempt.parent is None and attempt.number == 0
-            else f"{len(attempt.modifications)} modifications"
+            else f"{len(attempt.modifications)} modification{'' if len(attempt.modifications) == 1 else 's'}"
         )
         detail = [
             f"{_SHAPES[status]} {status.upper()}",
@@ -588,6 +610,7 @@ def _section(attempt: Attempt, by_id: dict[str, Attempt], best: Attempt | None) 
     ]
     verdict = attempt.verdict or ("none: refused before any test ran" if status == "fault" else "none")
     facts = [
+        ("attempt", f'<span class="mono">{_e(attempt.id)}</span>'),
         ("status", _badge(attempt)),
         ("verdict", _e(verdict)),
         ("reason code", _e(attempt.reason_code or "none")),
@@ -651,13 +674,13 @@ def _section(attempt: Attempt, by_id: dict[str, Attempt], best: Attempt | None) 
         + (f'<ul class="mods">{mods}</ul>' if mods else none)
         + "<h3>Rationale</h3>"
         + (f'<pre class="rationale">{_text(attempt.rationale)}</pre>' if attempt.rationale else none)
-        + '<div class="cols"><h3>Tokens</h3>'
+        + '<div class="cols"><div><h3>Tokens</h3>'
         + _table(token_rows)
-        + "<h3>Seconds</h3>"
+        + "</div><div><h3>Seconds</h3>"
         + (_table(seconds_rows) if seconds_rows else none)
-        + "<h3>Metrics</h3>"
+        + "</div><div><h3>Metrics</h3>"
         + (_table(metrics_rows) if metrics_rows else none)
-        + "</div>"
+        + "</div></div>"
         + f"<h3>Files against the original ({len(attempt.files)})</h3>"
         + (f'<ul class="plain files">{files}</ul>' if files else none)
         + f"<h3>Diff against the original code ({len(attempt.diff):,} characters)</h3>"
