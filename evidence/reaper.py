@@ -8,6 +8,11 @@ time is up) the reaper kills its whole process group and then every remaining de
 for them, and only then exits with the command's code (124 on a timeout, 128+N for signal N). A
 background job left by a test therefore cannot write anything after the harness starts writing
 the evidence. Elsewhere only the process group is killed (documented in docs/evidence.md).
+
+The reaper also dies with the harness (`prctl(PR_SET_PDEATHSIG, SIGTERM)`, and SIGTERM or SIGINT
+sent to it): it then kills the command and everything it started the same way and exits 143, so a
+harness killed with SIGKILL (an evolve run stopped mid-attempt) leaves no test process writing
+into a working copy that the next run rebuilds.
 """
 
 from __future__ import annotations
@@ -19,20 +24,43 @@ import subprocess
 import sys
 import time
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 TIMEOUT_CODE = 124
+STOPPED_CODE = 143
 
 
-def _become_subreaper() -> bool:
+class _Stopped(Exception):
+    """The harness died, or the reaper was told to stop."""
+
+
+def _prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def _become_subreaper() -> bool:
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _die_with_parent() -> bool:
+    """SIGTERM to this process when the harness dies; False when it is already gone."""
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    return os.getppid() == parent and parent != 1
 
 
 def _children() -> list[int]:
@@ -86,15 +114,23 @@ def main(argv: list[str]) -> int:
         return 2
     timeout, command = float(argv[1]), argv[2]
     _become_subreaper()
-    child = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
+    if not _die_with_parent():
+        return STOPPED_CODE
+    child = None
     try:
+        child = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
         code = child.wait(timeout=timeout)
         code = code if code >= 0 else 128 - code
     except subprocess.TimeoutExpired:
         sys.stdout.write(f"\nTIMEOUT after {timeout:g} s\n")
         sys.stdout.flush()
         code = TIMEOUT_CODE
-    _reap_all(child.pid)
+    except _Stopped:
+        code = STOPPED_CODE
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # reaping is not interrupted
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if child is not None:
+        _reap_all(child.pid)
     return code
 
 

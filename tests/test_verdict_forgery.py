@@ -393,3 +393,39 @@ def test_the_reaper_reports_a_timeout_and_a_signal(tmp_path: Path) -> None:
         [sys.executable, "-I", "-S", script, "5", "kill -9 $$"], check=False, capture_output=True
     )
     assert killed.returncode == 128 + 9
+
+
+def test_the_reaper_ends_the_command_when_the_harness_is_killed(tmp_path: Path) -> None:
+    """Issue 16 item 4 (E6): a harness killed with SIGKILL mid-run (an evolve attempt stopped by
+    kill -9) leaves no test process behind to write into the working copy the next run rebuilds:
+    the reaper gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends the command and its
+    children."""
+    import signal
+    import time
+
+    from pagedctx.evidence import reaper
+
+    pids = tmp_path / "pids"
+    command = f"sleep 60 & echo $! >> {pids}; setsid sleep 60 & echo $! >> {pids}; sleep 60"
+    harness = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+         sys.executable, "-I", "-S", str(Path(reaper.__file__)), "60", command],
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = [int(p) for p in pids.read_text().split()]
+    os.kill(harness.pid, signal.SIGKILL)
+    harness.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat[stat.rfind(")") + 2] != "Z"
+
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in started if alive(p)]

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from pagedctx.evidence import reaper
+from pagedctx.evidence.seal import KEY_ENV
 from pagedctx.evolve.task import ScoreSpec
 
 __all__ = ["run_score"]
@@ -36,22 +38,26 @@ def _metrics(stdout: str) -> dict[str, Any] | None:
 
 def run_score(spec: ScoreSpec, work: Path) -> tuple[dict[str, Any], float | None, str | None]:
     """(metrics, score, error): see the module docstring."""
-    env = {k: v for k, v in os.environ.items() if k != "PAGEDCTX_EVIDENCE_KEY_FILE"}
-    process = subprocess.Popen(
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    launcher = [
+        sys.executable,
+        "-I",
+        "-S",
+        str(Path(reaper.__file__)),
+        repr(spec.timeout_seconds),
         spec.command,
-        shell=True,
+    ]
+    process = subprocess.run(
+        launcher,  # nothing the command starts outlives it, or the evolve run (evidence/reaper.py)
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         start_new_session=True,
+        check=False,
     )
-    try:
-        out, err = process.communicate(timeout=spec.timeout_seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+    out, err = process.stdout, process.stderr
+    if process.returncode == reaper.TIMEOUT_CODE and b"TIMEOUT after" in out:
         return {}, None, f"the score command ran over {spec.timeout_seconds:g} s and was killed"
     stdout = out.decode("utf-8", "replace")
     if process.returncode != 0:
