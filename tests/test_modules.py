@@ -27,7 +27,7 @@ from pagedctx.protocol.manifest import ModuleManifest, parse_manifest
 from pagedctx.protocol.module_contract import validate_module
 
 Pairs = set[tuple[str, str]]
-SHIPPED = ["consolidator", "negative_select", "router", "router_select", "worker"]
+SHIPPED = ["consolidator", "generator", "negative_select", "router", "router_select", "worker"]
 
 
 def pairs(violations: list[Violation]) -> Pairs:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import struct
-import subprocess
 import time
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +10,7 @@ from pathlib import Path
 import lxml.html
 import numpy as np
 import pytest
+from browser_support import png_pixels, render_in_chromium
 from sample_repo import write_repo
 from session_factory import DOC, session, write_dialogue
 from typer.testing import CliRunner
@@ -260,82 +256,17 @@ def test_cli_writes_next_to_the_trace_and_reports_bad_traces(trace: Path, tmp_pa
     assert result.exit_code == 2 and "cannot write" in result.stderr
 
 
-def png_pixels(path: Path) -> np.ndarray:
-    """The RGB(A) pixels of an 8-bit, non-interlaced PNG (what Chromium writes), with stdlib zlib."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks, header = 8, [], (0, 0, 0, 0, 0, 0, 0)
-    while pos < len(data):
-        (size,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + size]
-        pos += 12 + size
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            chunks.append(body)
-    width, height, depth, colour, _, _, interlace = header
-    assert depth == 8 and colour in {2, 6} and interlace == 0, header
-    bpp = 3 if colour == 2 else 4
-    stride, raw = width * bpp, zlib.decompress(b"".join(chunks))
-    out = np.zeros((height, stride), dtype=np.int64)
-    prev = np.zeros(stride, dtype=np.int64)
-    for y in range(height):
-        kind_of_filter = raw[y * (stride + 1)]
-        row = np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).astype(np.int64)
-        if kind_of_filter == 0:
-            cur = row
-        elif kind_of_filter == 2:
-            cur = (row + prev) & 255
-        else:
-            values, up = row.tolist(), prev.tolist()
-            for i in range(stride):
-                a = values[i - bpp] if i >= bpp else 0
-                b, c = up[i], (up[i - bpp] if i >= bpp else 0)
-                if kind_of_filter == 1:
-                    p = a
-                elif kind_of_filter == 3:
-                    p = (a + b) >> 1
-                else:
-                    pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
-                    p = a if pa <= pb and pa <= pc else b if pb <= pc else c
-                values[i] = (values[i] + p) & 255
-            cur = np.array(values, dtype=np.int64)
-        out[y], prev = cur, cur
-    return out.reshape(height, width, bpp)[:, :, :3]
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None:
     """Issue 6 item 8 (P3, P7): a real browser draws the boxes in their view colours and runs the stepper."""
-    binary = shutil.which("chromium")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs it with apt-get)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
     events = list(read_trace(trace))
     hostile = event([line("a001", "flow", title=HOSTILE, view="Detail")])
     rounds = [hostile, *events]  # the last (real) round is the one shown first
     page = tmp_path / "session.html"
     page.write_text(render_html(rounds), encoding="utf-8")
-    shot = tmp_path / "shot.png"
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'p'}",
-    ]
     started = time.monotonic()
-    subprocess.run(
-        [binary, *flags, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    dumped = subprocess.run(
-        [binary, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
-    )
+    shot, dumped = render_in_chromium(page, tmp_path)
     elapsed = time.monotonic() - started
     assert shot.is_file() and shot.stat().st_size > 20_000, elapsed
     pixels = png_pixels(shot)
@@ -346,7 +277,7 @@ def test_headless_chromium_renders_the_page(trace: Path, tmp_path: Path) -> None
     assert shown == set(VIEW_COLOURS)
     for view in shown:  # the legend alone has 144 pixels of each; the boxes and dots add more
         assert (pixels == np.array(VIEW_COLOURS[view])).all(axis=2).sum() > 400, view
-    dom = html_root(dumped.stdout)
+    dom = html_root(dumped)
     assert dom.body.get("data-js") == "ready"  # the inline script ran under the page's CSP
     sections = list(dom.find_class("round"))
     assert [s.get("hidden") is None for s in sections] == [False] * len(events) + [True]

@@ -8,14 +8,14 @@ attempt 0: the original code, evaluated (tests, verdict, score): where the sessi
 round k:   parent = strategy(attempts)            best by verdict, tests passed, score
            work/ <- original + parent's overlay   by content: nothing half-applied survives
            code   = select_context(work index, goal, budget x shares.code)   (S5)
-           history = Session("evolve.<id>").ask(goal, rest of the budget)    attempts as turns,
-                     recent ones in Detail, older ones folded by the Consolidator (P10)
+           history = the attempts as PCP pages in the rest of the budget: the latest in
+                     Detail, older ones folded by the Consolidator role (P10; history.py)
            generator(goal, code, history, parent feedback, pins) -> CodeModifications (S6)
              a broken answer or a refused edit (PREFLIGHT_FAILED, MERGE_CONFLICT, SCOPE_CONFLICT)
              is a fault attempt: recorded, shown to the next round, never a crash
            apply_modifications(work, pins)         all or nothing (S7)
            evidence collect (the task's test commands) + judge (E1, E6) + --score CMD
-           record the attempt (one write), then add it as a turn of the history session
+           record the attempt (one write): the next round's history shows it
 stops:     PASS (--until pass), the rounds, --max-tokens (BUDGET_EXCEEDED), --time (TIMEOUT_EXCEEDED)
 ```
 
@@ -36,6 +36,7 @@ from typing import Any
 
 from pagedctx.errors import ProtocolFault, UsageError
 from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
+from pagedctx.evolve.history import AttemptHistory, describe
 from pagedctx.evolve.records import (
     Attempt,
     AttemptTokens,
@@ -43,6 +44,7 @@ from pagedctx.evolve.records import (
     EvolveSettings,
     EvolveStore,
     Stop,
+    StopCode,
     attempt_id,
 )
 from pagedctx.evolve.score import run_score
@@ -50,41 +52,7 @@ from pagedctx.evolve.strategy import parse_strategy
 from pagedctx.evolve.task import EvolveTask
 from pagedctx.evolve.workspace import Workspace
 
-__all__ = ["Evolution", "describe", "open_evolution"]
-
-SPEAKER = "evolve"
-FEEDBACK_MESSAGES = 8  # verdict messages handed to the next round
-
-
-def describe(attempt: Attempt) -> str:
-    """The attempt as the next rounds read it (a turn of the history session)."""
-    origin = (
-        f"attempt {attempt.parent.rsplit('/', 1)[-1].lstrip('0') or '0'}"
-        if attempt.parent
-        else "the original code"
-    )
-    if attempt.number == 0:
-        head = f"Attempt 0 is the original code: {attempt.verdict} {attempt.reason_code or ''}".rstrip()
-    elif attempt.status == "fault":
-        head = f"Attempt {attempt.number} from {origin}: FAULT {attempt.reason_code}, nothing applied"
-    else:
-        head = (
-            f"Attempt {attempt.number} from {origin}: {attempt.verdict} {attempt.reason_code or ''}".rstrip()
-        )
-    facts = [f"acceptance tests passed {attempt.acceptance_passed}/{attempt.acceptance_total}"]
-    if attempt.score is not None:
-        facts.append(f"score {attempt.score:g}")
-    elif attempt.score_error:
-        facts.append(f"no score ({attempt.score_error[:200]})")
-    lines = [f"{head} ({'; '.join(facts)})."]
-    for mod in attempt.modifications:
-        target = mod.get("target_chunk_id") or mod.get("file_path")
-        reason = str(mod.get("reasoning") or "").strip()
-        lines.append(f"Changed: {mod.get('action_type')} {target}" + (f": {reason[:300]}" if reason else ""))
-    if attempt.rationale:
-        lines.append(f"Rationale: {attempt.rationale[:600]}")
-    lines += [f"Why: {m[:400]}" for m in attempt.messages[:FEEDBACK_MESSAGES]]
-    return "\n".join(lines)
+__all__ = ["Evolution", "open_evolution"]
 
 
 def _feedback(parent: Attempt | None) -> dict[str, Any]:
@@ -155,7 +123,7 @@ class Evolution:
         self.format_code = format_code
         self.counter = token_counter(config.tokenizer)
         self._index_store = open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
-        self._history: Any = None
+        self._history: AttemptHistory | None = None
 
     @property
     def id(self) -> str:
@@ -173,7 +141,6 @@ class Evolution:
     def run(self, on_attempt: Callable[[Attempt], None] | None = None) -> Stop:
         """Rounds until a stop; returns it (also kept in the session's record)."""
         attempts = self.attempts()
-        self._sync_history(attempts)
         if not attempts:
             original = self._evaluate_original()
             self._keep(original, attempts, on_attempt)
@@ -190,7 +157,6 @@ class Evolution:
     ) -> None:
         self.records.record(attempt)
         attempts.append(attempt)
-        self._sync_history(attempts)
         if on_attempt is not None:
             on_attempt(attempt)
 
@@ -198,28 +164,30 @@ class Evolution:
         settings = self.meta.settings
         now = self.clock()
         done = len(attempts) - 1
-        if settings.until == "pass":
-            passed = next((a for a in attempts if a.verdict == "PASS"), None)
-            if passed is not None:
-                return Stop(code="PASS", message=f"attempt {passed.number} passed", at=now, attempts=done)
-        if done >= settings.rounds:
-            return Stop(code="ROUNDS_DONE", message=f"{settings.rounds} rounds done", at=now, attempts=done)
         used = sum(a.tokens.total for a in attempts)
-        if settings.max_tokens is not None and used >= settings.max_tokens:
-            return Stop(
-                code="BUDGET_EXCEEDED",
-                message=f"the generator used {used} tokens of --max-tokens {settings.max_tokens}",
-                at=now,
-                attempts=done,
-            )
         spent = sum(a.seconds.get("total", 0.0) for a in attempts)
-        if settings.time_seconds is not None and spent >= settings.time_seconds:
-            return Stop(
-                code="TIMEOUT_EXCEEDED",
-                message=f"the attempts took {spent:.1f} s of --time {settings.time_seconds:g}",
-                at=now,
-                attempts=done,
-            )
+        passed = next((a for a in attempts if a.verdict == "PASS"), None)
+        checks: tuple[tuple[bool, StopCode, str], ...] = (
+            (
+                settings.until == "pass" and passed is not None,
+                "PASS",
+                f"attempt {passed.number if passed else 0} passed",
+            ),
+            (done >= settings.rounds, "ROUNDS_DONE", f"{settings.rounds} rounds done"),
+            (
+                settings.max_tokens is not None and used >= settings.max_tokens,
+                "BUDGET_EXCEEDED",
+                f"the generator used {used} tokens of --max-tokens {settings.max_tokens}",
+            ),
+            (
+                settings.time_seconds is not None and spent >= settings.time_seconds,
+                "TIMEOUT_EXCEEDED",
+                f"the attempts took {spent:.1f} s of --time {settings.time_seconds}",
+            ),
+        )
+        for hit, code, message in checks:
+            if hit:
+                return Stop(code=code, message=message, at=now, attempts=done)
         return None
 
     def _record_stop(self, stop: Stop) -> None:
@@ -258,7 +226,7 @@ class Evolution:
         marks.mark("checkout")
         code = self._select_code()
         marks.mark("select")
-        history, history_tokens = self._page_history()
+        history, history_tokens = self._page_history(attempts)
         marks.mark("history")
         payload = {
             "goal": self.task.goal,
@@ -440,32 +408,23 @@ class Evolution:
         selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
         return selection_text(index, selection)
 
-    def history_session(self) -> Any:
-        from pagedctx.session import Session
-
+    def history(self) -> AttemptHistory:
+        """The attempts as pages (evolve/history.py), folded by the profile's Consolidator role."""
         if self._history is None:
-            self._history = Session.open(config=self.config, session_id=f"evolve.{self.id}")
+            from pagedctx._app import role_specs
+            from pagedctx.actors.roles import build_consolidator
+
+            consolidator = build_consolidator(role_specs(self.config.models)["consolidator"])
+            self._history = AttemptHistory(
+                self.records.store, self.id, consolidator=consolidator, counter=self.counter
+            )
         return self._history
 
-    def _page_history(self) -> tuple[str, int]:
+    def _page_history(self, attempts: Sequence[Attempt]) -> tuple[str, int]:
         budget = self.meta.settings.budget - self._code_budget
-        result = self.history_session().ask(self.task.goal, budget=budget)
-        return result.xml, result.tokens
-
-    def _sync_history(self, attempts: Sequence[Attempt]) -> None:
-        """Every recorded attempt is a turn of the history session (a killed run may owe some)."""
-        if not attempts:
-            return
-        session = self.history_session()
-        have = {t["id"] for t in session.turns}
-        for attempt in attempts:
-            turn = f"a{attempt.number}"
-            if turn not in have:
-                session.add_turn(SPEAKER, describe(attempt), timestamp=attempt.finished, id=turn)
+        return self.history().view(attempts, goal=self.task.goal, budget=budget, now=self.clock())
 
     def close(self) -> None:
-        if self._history is not None:
-            self._history.close()
         self._index_store.close()
         self.records.store.close()
 

@@ -28,11 +28,13 @@ __all__ = [
     "EvolveSettings",
     "EvolveStore",
     "Stop",
+    "StopCode",
     "attempt_id",
 ]
 
 SOLUTIONS = "sys/solutions"  # S4; host/store/keys.py names it too (no import: layers)
 Status = Literal["pass", "fail", "fault"]
+StopCode = Literal["PASS", "ROUNDS_DONE", "BUDGET_EXCEEDED", "TIMEOUT_EXCEEDED"]
 
 
 def attempt_id(session: str, number: int) -> str:
@@ -118,7 +120,7 @@ class EvolveSettings(BaseModel):
 class Stop(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    code: Literal["PASS", "ROUNDS_DONE", "BUDGET_EXCEEDED", "TIMEOUT_EXCEEDED"]
+    code: StopCode
     message: str
     at: datetime
     attempts: int
