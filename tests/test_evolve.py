@@ -220,6 +220,14 @@ def test_workspace_checkout_rebuilds_by_content_and_accept_refuses_conflicts(tmp
     assert not (space.work / "calc" / "junk.py").exists()
     assert (space.work / "tests" / "test_ops.py").read_text() == (repo / "tests" / "test_ops.py").read_text()
     assert space.checkout(overlay) == 0
+    # a same-size rewrite with the old mtime put back is still seen (ctime cannot be set back)
+    import os
+
+    target = space.work / "calc" / "ops.py"
+    before = target.stat()
+    target.write_text("X = 2\n")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert space.checkout(overlay) == 1 and target.read_text() == "X = 1\n"
     (repo / "calc" / "ops.py").write_text("the user's own change\n")
     with pytest.raises(AcceptRefused, match=r"calc/ops.py \(changed in the checkout") as refused:
         space.accept(overlay, repo)

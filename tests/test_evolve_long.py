@@ -46,16 +46,16 @@ def test_two_hundred_rounds_killed_at_a_random_moment_resume_exactly(tmp_path: P
     work.mkdir()
     make_project(work)
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent)}
-    child = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(work), str(ROUNDS), str(BUDGET)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    log = tmp_path / "first-run.log"
+    with log.open("wb") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, str(SCRIPT), str(work), str(ROUNDS), str(BUDGET)],
+            env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
     deadline = time.monotonic() + 900
     while _count(work) < kill_after and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert child.poll() is None, (
-        f"seed {seed}: the run ended early: {child.stderr.read() if child.stderr else ''}"
-    )
+    assert child.poll() is None, f"seed {seed}: the run ended early: {log.read_text()[-3000:]}"
     time.sleep(chance.random())  # somewhere inside the next attempt
     os.kill(child.pid, signal.SIGKILL)
     child.wait()

@@ -25,6 +25,7 @@ when it is finished, the next run rebuilds `work/` for it from the store and run
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -53,6 +54,8 @@ from pagedctx.evolve.task import EvolveTask
 from pagedctx.evolve.workspace import Workspace
 
 __all__ = ["Evolution", "open_evolution"]
+
+SELECTIONS_KEPT = 32  # trees whose code selection a process keeps
 
 
 def _feedback(parent: Attempt | None) -> dict[str, Any]:
@@ -124,6 +127,7 @@ class Evolution:
         self.counter = token_counter(config.tokenizer)
         self._index_store = open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
         self._history: AttemptHistory | None = None
+        self._selections: dict[str, str] = {}  # tree digest -> selected code
 
     @property
     def id(self) -> str:
@@ -224,7 +228,7 @@ class Evolution:
         self.workspace.fresh_attempt_dir(number)
         self.workspace.checkout(overlay)
         marks.mark("checkout")
-        code = self._select_code()
+        code = self._select_code(overlay)
         marks.mark("select")
         history, history_tokens = self._page_history(attempts)
         marks.mark("history")
@@ -396,17 +400,29 @@ class Evolution:
     def _code_budget(self) -> int:
         return max(1, int(self.meta.settings.budget * self.config.budget_shares.code))
 
-    def _select_code(self) -> str:
+    def _select_code(self, overlay: dict[str, str | None]) -> str:
+        """The code for the goal from the parent's tree (S5). A tree seen before in this process
+        (the same parent, as with `best` while no attempt improves) reuses its selection without
+        touching the index; a new tree updates the index (only changed files re-parse) first."""
         from pagedctx.host.ingest.index import Index
         from pagedctx.host.select import select_context
         from pagedctx.host.select.policy import BaselineSelectionPolicy
         from pagedctx.host.select.render import selection_text
 
-        index = Index(self._index_store, tokenizer=self.config.tokenizer)
-        index.update([self.workspace.work])
-        budget = self.config.make_budget(self._code_budget)
-        selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
-        return selection_text(index, selection)
+        key = hashlib.sha256(
+            json.dumps([self.task.goal, self._code_budget, sorted(overlay.items())]).encode()
+        ).hexdigest()
+        known = self._selections.pop(key, None)
+        if known is None:
+            index = Index(self._index_store, tokenizer=self.config.tokenizer)
+            index.update([self.workspace.work])
+            budget = self.config.make_budget(self._code_budget)
+            selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
+            known = selection_text(index, selection)
+        self._selections[key] = known  # most recently used last
+        while len(self._selections) > SELECTIONS_KEPT:
+            self._selections.pop(next(iter(self._selections)))
+        return known
 
     def history(self) -> AttemptHistory:
         """The attempts as pages (evolve/history.py), folded by the profile's Consolidator role."""

@@ -5,18 +5,23 @@ only by `accept`.
 An attempt's tree is the original code plus its overlay (`Attempt.files`: path -> text, None for
 a file removed), so any attempt can be rebuilt from the store and `base/`. Before every attempt
 `checkout(overlay)` makes `work/` equal that tree by content (sha256 of every file against what
-it should be), whatever an earlier attempt, its tests or a process killed midway left there:
+it should be; a file unchanged since the last checkout by size, mtime, ctime and inode keeps its
+recorded hash), whatever an earlier attempt, its tests or a process killed midway left there:
 nothing half-applied survives into the next attempt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pagedctx.errors import FailCode, ProtocolFault, UsageError
 from pagedctx.evidence.seal import load_key
@@ -116,14 +121,13 @@ class Workspace:
             shutil.copytree(self.base, staging, symlinks=True)
             os.replace(staging, self.work)
         wanted = self.tree_state(overlay)
-        present = snapshot(self.work)
+        present = self._hashes()
         changed = 0
-        for path in sorted(set(present.files) - set(wanted.files)):
+        for path in sorted(set(present) - set(wanted.files)):
             (self.work / path).unlink()
             changed += 1
         for path, entry in wanted.files.items():
-            have = present.files.get(path)
-            if have is not None and have.sha256 == entry.sha256:
+            if present.get(path) == entry.sha256:
                 continue
             text = overlay.get(path)
             source = self.base / path
@@ -135,6 +139,34 @@ class Workspace:
             _write_atomic(target, data, mode)
             changed += 1
         return changed
+
+    def _hashes(self) -> dict[str, str]:
+        """sha256 of every file in `work/` (as `snapshot` walks it). A file whose size, mtime,
+        ctime and inode are those recorded at the last call keeps its recorded hash: ctime cannot
+        be set back by a process, so any write since then is seen and the file is read again."""
+        cache_path = self.home / "work.stat.json"
+        try:
+            cache: dict[str, list[Any]] = json.loads(cache_path.read_text())
+        except (OSError, ValueError):
+            cache = {}
+        out: dict[str, str] = {}
+        fresh: dict[str, list[Any]] = {}
+        for folder, dirs, names in os.walk(self.work):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+            for name in names:
+                path = Path(folder) / name
+                info = path.lstat()
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                relative = path.relative_to(self.work).as_posix()
+                key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+                known = cache.get(relative)
+                digest = known[4] if known is not None and known[:4] == key else _sha(path.read_bytes())
+                out[relative] = digest
+                fresh[relative] = [*key, digest]
+        with contextlib.suppress(OSError):
+            _write_atomic(cache_path, json.dumps(fresh).encode(), None)
+        return out
 
     def overlay_after(self, parent: Overlay, touched: list[str]) -> dict[str, str | None]:
         """The overlay of `work/` after an edit of `touched` paths on top of `parent`'s tree."""
