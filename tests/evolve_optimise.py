@@ -19,8 +19,8 @@ from typing import Any
 TARGET = 137
 STEPS = (32, -32, 8, -8, 2, -2, 1, -1)
 SCORE = (
-    "python -c \"import json, target; print(json.dumps({'score': -abs(target.value() - %d), "
-    "'value': target.value()}))\"" % TARGET
+    f"python -c \"import json, target; print(json.dumps({{'score': -abs(target.value() - {TARGET}), "
+    "'value': target.value()}))\""
 )
 PYTEST = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider"
 
@@ -39,7 +39,8 @@ def make_project(work: Path) -> tuple[Path, Path]:
             json.dumps(
                 {
                     "task_id": str(uuid.uuid4()),
-                    "goal": "tune value() so that the score (closeness to a hidden target) is as high as it gets",
+                    "goal": "tune value() so that the score (closeness to a hidden target) is as high "
+                    "as it gets",
                     "pins": {"allowed_paths": ["target.py"], "forbidden_paths": ["tests/**"]},
                     "acceptance": {"pass_to_pass": ["tests/test_target.py::test_value_is_int"]},
                     "test_commands": [f"{PYTEST} tests --junitxml=$PAGEDCTX_REPORTS/junit.xml"],
@@ -96,9 +97,8 @@ def main(work: Path, rounds: int, budget: int) -> None:
         payload, _ = json.JSONDecoder().raw_decode(request.user)
         return answer(int(payload["attempt"]), payload)
 
-    generator = ModuleGenerator(
-        FunctionBackend(reply, model="hill-climber"), policy="scripted", counter=token_counter(config.tokenizer)
-    )
+    backend = FunctionBackend(reply, model="hill-climber")
+    generator = ModuleGenerator(backend, policy="scripted", counter=token_counter(config.tokenizer))
     resuming = (work / "started").exists()
     (work / "started").touch()
     with open_evolution(

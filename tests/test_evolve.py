@@ -260,14 +260,18 @@ def test_strategies_choose_parents() -> None:
         _attempt(3, passed=2, score=0.1, island=1),
         _attempt(4, passed=1, score=0.9, island=0),
     ]
-    assert parse_strategy("best").parent(attempts, 5).number == 3
-    assert parse_strategy("latest").parent(attempts, 5).number == 4
-    islands = parse_strategy("islands:2")
-    assert islands.parent(attempts, 6).number == 4  # island 0: the original, 4 (2 is a fault)
-    assert islands.parent(attempts, 7).number == 3  # island 1
-    assert islands.parent(attempts, 10).number == 3  # migration: the best of all
-    assert parse_strategy("best").parent([], 1) is None
-    assert parse_strategy("best").parent([*attempts, _attempt(5, verdict="PASS")], 6).number == 5
+
+    def parent(strategy: str, pool: list[Attempt], number: int) -> int | None:
+        chosen = parse_strategy(strategy).parent(pool, number)
+        return None if chosen is None else chosen.number
+
+    assert parent("best", attempts, 5) == 3
+    assert parent("latest", attempts, 5) == 4
+    assert parent("islands:2", attempts, 6) == 4  # island 0: the original, 4 (2 is a fault)
+    assert parent("islands:2", attempts, 7) == 3  # island 1
+    assert parent("islands:2", attempts, 10) == 3  # migration: the best of all
+    assert parent("best", [], 1) is None
+    assert parent("best", [*attempts, _attempt(5, verdict="PASS")], 6) == 5
     for bad in ("worst", "islands:0", "islands:x"):
         with pytest.raises(UsageError, match="--strategy"):
             parse_strategy(bad)

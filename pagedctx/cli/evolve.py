@@ -102,6 +102,7 @@ def evolve(
         "until": until,
         "strategy": strategy,
     }
+
     def say(line: str) -> None:
         typer.echo(line, err=True)
 
