@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.config import load_config
-from pagedctx.errors import BudgetError, UsageError
+from pagedctx.errors import BudgetError, StoreError, UsageError
 from pagedctx.evolve import ScoreSpec, load_task, open_evolution
 from pagedctx.evolve.generator import ModuleGenerator
 from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveStore
@@ -182,6 +182,16 @@ def test_resume_continues_and_a_later_run_changes_bounds(tmp_path: Path) -> None
         stops = evolution.meta.stops
     assert (stop.code, stop.attempts, numbers, calls) == ("ROUNDS_DONE", 3, [0, 1, 2, 3], [1, 2, 3])
     assert [s.attempts for s in stops] == [1, 3]
+    from pagedctx.host.store.url import open_store
+
+    holder = open_store(load_config().store_url)  # another run holds the session
+    with (
+        holder.lock("evolve session s1", 60),
+        open_evolution(config=load_config(), session_id="s1", generator=_generator(answers)) as blocked,
+        pytest.raises(StoreError, match="evolve session s1 is being updated by another process"),
+    ):
+        blocked.run()
+    holder.close()
     other = calc_project(tmp_path / "other")
     with pytest.raises(UsageError, match="evolves"):
         open_evolution(config=load_config(), session_id="s1", repo=other, generator=_generator(answers))

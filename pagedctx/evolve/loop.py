@@ -56,6 +56,7 @@ from pagedctx.evolve.workspace import Workspace
 __all__ = ["Evolution", "open_evolution"]
 
 SELECTIONS_KEPT = 32  # trees whose code selection a process keeps
+RUN_LOCK_SECONDS = 7 * 86400.0  # a run's lock lapses after this when its holder died on another host
 
 
 def _feedback(parent: Attempt | None) -> dict[str, Any]:
@@ -143,7 +144,13 @@ class Evolution:
         return self.records.attempts()
 
     def run(self, on_attempt: Callable[[Attempt], None] | None = None) -> Stop:
-        """Rounds until a stop; returns it (also kept in the session's record)."""
+        """Rounds until a stop; returns it (also kept in the session's record). One run of a session
+        at a time: a second one is refused (StoreError naming the holder); the lock of a run that
+        was killed on this host is taken over at once."""
+        with self.records.store.lock(f"evolve session {self.id}", RUN_LOCK_SECONDS):
+            return self._run(on_attempt)
+
+    def _run(self, on_attempt: Callable[[Attempt], None] | None) -> Stop:
         attempts = self.attempts()
         if not attempts:
             original = self._evaluate_original()
