@@ -28,6 +28,7 @@ from pagedctx.errors import (
     TokenizerError,
     UsageError,
 )
+from pagedctx.evolve.workspace import AcceptRefused
 from pagedctx.host.edit.editor import EditRefused
 from pagedctx.protocol.pces import PcesFormatError
 from pagedctx.protocol.pcr import PcrSyntaxError
@@ -63,6 +64,7 @@ SAMPLES: dict[type[PagedctxError], PagedctxError] = {
     ),
     ScopeConflict: ScopeConflict("../etc/passwd is outside the pins", code=FailCode.PERMISSION_DENIED),
     EditRefused: EditRefused("chunk f00 is gone", code=FailCode.FILE_NOT_FOUND),
+    AcceptRefused: AcceptRefused("calc.py changed in the checkout", code=FailCode.MERGE_CONFLICT),
     PcesFormatError: PcesFormatError(
         "line 2: expected a unit id", line=2, expected="a unit id", found="x9", code=FailCode.CI_FAILED
     ),
