@@ -47,6 +47,7 @@ from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
     from pagedctx.config import Config
+    from pagedctx.host.records.trace import TraceSink
     from pagedctx.protocol.budget import Budget
 
 __all__ = ["Session", "SessionResult", "run"]
@@ -331,11 +332,14 @@ class Session:
 
     def add_dialogue(self, path: str | Path) -> None:
         """A dialogue JSONL file (docs/inputs.md); its bytes are kept in the store."""
+        self.add_dialogue_data(Path(path).as_posix(), self._read(path, "dialogue file"))
+
+    def add_dialogue_data(self, name: str, data: bytes) -> None:
+        """A dialogue JSONL file's bytes under `name` (what names its block), without the file:
+        a replayed bundle, an upload."""
         from pagedctx.host.blocks.dialogue import DialogueProvider
 
         self._check_open()
-        name = Path(path).as_posix()
-        data = self._read(path, "dialogue file")
         DialogueProvider.from_bytes(name, data, self._counter())  # refused now, not at the next ask
         if all(d.name != name for d in self._record.dialogues):
             self._record.dialogues.append(_Input(name=name, digest=self._keep(data)))
@@ -343,16 +347,21 @@ class Session:
 
     def add_doc(self, path: str | Path) -> None:
         """A prose document (Markdown, reST, text); its text is kept in the store."""
-        from pagedctx.host.blocks.document import DocumentProvider
         from pagedctx.host.blocks.stream import read_text
 
-        self._check_open()
-        name = Path(path).as_posix()
         text, mtime = read_text(path, "document")
-        DocumentProvider.from_text(name, text, self._counter(), timestamp=mtime)
+        self.add_doc_text(Path(path).as_posix(), text, timestamp=mtime)
+
+    def add_doc_text(self, name: str, text: str, timestamp: datetime | None = None) -> None:
+        """A prose document's text under `name`, dated `timestamp` (a file's modification time;
+        default: when the session was created)."""
+        from pagedctx.host.blocks.document import DocumentProvider
+
+        self._check_open()
+        DocumentProvider.from_text(name, text, self._counter(), timestamp=timestamp or self._record.created)
         if all(d.name != name for d in self._record.docs):
             digest = self._keep(text.encode("utf-8", "surrogateescape"))
-            self._record.docs.append(_Input(name=name, digest=digest, timestamp=mtime))
+            self._record.docs.append(_Input(name=name, digest=digest, timestamp=timestamp))
             self._save_record()
 
     def add_turn(
@@ -450,7 +459,7 @@ class Session:
         budget: int | None = None,
         max_rounds: int | None = None,
         *,
-        trace: str | Path | None = None,
+        trace: str | Path | TraceSink | None = None,
         merges: Literal["inline", "deferred"] = "inline",
     ) -> SessionResult:
         """Run the rounds for `intent` until the Worker answers (or `max_rounds`, default 6).
@@ -494,7 +503,7 @@ class Session:
         budget: int | None = None,
         max_rounds: int | None = None,
         *,
-        trace: str | Path | None = None,
+        trace: str | Path | TraceSink | None = None,
         merges: Literal["inline", "deferred"] = "inline",
     ) -> SessionResult:
         """`ask` in a worker thread, for event loops (Ray Serve, MCP)."""
@@ -578,7 +587,7 @@ class Session:
         intent: str,
         budget: Budget,
         max_rounds: int,
-        trace: str | Path | None,
+        trace: str | Path | TraceSink | None,
         runtime: str,
         *,
         inline: bool = True,
@@ -640,10 +649,14 @@ class Session:
                 end_session(role)
         return result, prepared, counter
 
-    def _trace_sink(self, trace: str | Path | None) -> Any:
+    def _trace_sink(self, trace: str | Path | TraceSink | None) -> Any:
         from pagedctx.host.records.trace import StoreTraceWriter, TraceWriter
 
-        file = TraceWriter(Path(trace)) if trace is not None else None
+        file: TraceSink | None
+        if trace is None or isinstance(trace, str | Path):
+            file = TraceWriter(Path(trace)) if trace is not None else None
+        else:
+            file = trace  # the caller's own sink (a replay bundle keeps the contexts too)
         if not self._keep_trace:
             return file
         return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)

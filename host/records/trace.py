@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -284,6 +284,16 @@ class TraceSink(Protocol):
     def append(self, event: RoundEvent) -> None: ...
 
 
+@runtime_checkable
+class ContextSink(Protocol):
+    """A trace sink that also keeps each round's rendered context (a replay bundle: the events
+    carry only its sha256, a divergence is shown as a diff of the contexts)."""
+
+    def append(self, event: RoundEvent) -> None: ...
+
+    def context(self, round_number: int, xml: str) -> None: ...
+
+
 class TraceWriter:
     """Appends round events to a JSONL file, one whole line per event, flushed and synced."""
 
@@ -306,7 +316,7 @@ class StoreTraceWriter:
     replica can answer for it (`store_trace_lines` reads it back in order).
     """
 
-    def __init__(self, store: Store, key: str, ask: int, file: TraceWriter | None = None) -> None:
+    def __init__(self, store: Store, key: str, ask: int, file: TraceSink | None = None) -> None:
         self.store, self.key, self.ask, self.file = store, key, ask, file
 
     def append(self, event: RoundEvent) -> None:

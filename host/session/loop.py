@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
@@ -25,7 +26,7 @@ from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.records.memory import Memory
 from pagedctx.host.records.registry import SessionRegistry
-from pagedctx.host.records.trace import RoundEvent, TraceRecorder, TraceSink
+from pagedctx.host.records.trace import ContextSink, RoundEvent, TraceRecorder, TraceSink
 from pagedctx.host.roles.consolidation import (
     Pending,
     Submit,
@@ -267,6 +268,18 @@ def _worker_fault(
     return _Acted(state=state, steps=[step], faults=[f"{code}: {failure.message}"])
 
 
+def _trace_round(
+    sink: TraceSink, recorder: TraceRecorder, state: SessionState, event: dict[str, Any], xml: str
+) -> None:
+    """The round's event (the pages as a full list in round 0, then what changed), and its
+    rendered context for a sink that keeps contexts (a replay bundle)."""
+    digest, lines, removed = recorder.record(state)
+    snapshot = "full" if event["round"] == 0 else "delta"
+    sink.append(RoundEvent(**event, state_digest=digest, snapshot=snapshot, pages=lines, removed=removed))
+    if isinstance(sink, ContextSink):
+        sink.context(event["round"], xml)
+
+
 def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
     initial: SessionState, request: SessionRequest, parts: SessionParts
 ) -> SessionResult:
@@ -377,11 +390,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
                 "worker_output": raw, "actions": acted.action_dicts,
                 "steps": round_steps, "faults": [{"message": f} for f in faults], "answer": round_answer,
             }  # fmt: skip
-            digest, lines, removed = recorder.record(state)
-            snapshot = "full" if number == 0 else "delta"
-            parts.trace.append(
-                RoundEvent(**event, state_digest=digest, snapshot=snapshot, pages=lines, removed=removed)
-            )
+            _trace_round(parts.trace, recorder, state, event, synthesis.xml)
         targets = tuple(a.split(" ", 1)[1] for a in actions)
         zoomed.extend(a.split(" ", 1)[1] for a in actions if a.startswith("Consult "))
         history.append(PreviousRound(intent=intent.text, answer=round_answer, targets=targets))

@@ -14,7 +14,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -123,6 +123,13 @@ def run(
         metavar="FILE",
         help="Answer model calls from a recording; a diverged run is an error.",
     ),
+    bundle: Path | None = typer.Option(
+        None,
+        "--bundle",
+        metavar="DIR",
+        help="Write a replay bundle to DIR (new or empty): inputs, trace, contexts, model calls; "
+        "the session runs in process on a private store with a fixed clock (docs/replay.md).",
+    ),
     now: str | None = typer.Option(
         None,
         "--now",
@@ -146,14 +153,25 @@ def run(
     for flag, output in (("--trace", trace), ("--record", record)):
         if output is not None:
             writable_file(output, flag)  # before the session: a bad path costs nothing
+    common: dict[str, Any] = {
+        "intent": intent, "repos": repo, "dialogues": dialogue, "docs": doc, "budget": budget,
+        "max_rounds": max_rounds, "profile": profile,
+    }  # fmt: skip
+    if bundle is not None:
+        from pagedctx.replay import record_bundle
+
+        if any(x is not None for x in (trace, record, replay, store, runtime)):
+            raise UsageError(
+                "--bundle keeps its own trace, model calls and store, in process: "
+                "drop --trace, --record, --replay, --store and --runtime"
+            )
+        start = parse_clock(now)() if now is not None else None
+        _, result = record_bundle(bundle, now=start, **common)
+        typer.echo(f"bundle: {bundle}", err=True)
+        _print(result, output_format)
+        return
     result = run_session(
-        intent,
-        repos=repo,
-        dialogues=dialogue,
-        docs=doc,
-        budget=budget,
-        max_rounds=max_rounds,
-        profile=profile,
+        **common,
         store=store,
         runtime=runtime,
         clock=parse_clock(now),
@@ -161,6 +179,10 @@ def run(
         record=record,
         replay=replay,
     )
+    _print(result, output_format)
+
+
+def _print(result: Any, output_format: RunFormat) -> None:
     _table(result.rounds, result.budget, result.answer, f"{result.policy}, {result.runtime}")
     if output_format is RunFormat.json:
         sys.stdout.write(json.dumps(result.contract, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,199 @@
+"""Replay bundles (issue 17; D3, P15): `pagedctx run --bundle`, `pagedctx replay` verifying bit for
+bit, the first divergence with its cause and a diff, counterfactual runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sample_repo import write_repo
+from session_factory import DOC, write_dialogue
+from typer.testing import CliRunner
+
+from pagedctx.cli import app
+from pagedctx.errors import UsageError
+from pagedctx.replay import load_manifest, record_bundle, replay_bundle
+
+NOW = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+INTENT = "which port does staging use after the nginx upgrade, and where is it configured"
+
+
+def _inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    repo = write_repo(tmp_path / "repo")
+    dialogue = write_dialogue(tmp_path / "chat.jsonl")
+    doc = tmp_path / "notes.md"
+    doc.write_text(DOC)
+    return repo, dialogue, doc
+
+
+def _bundle(tmp_path: Path, name: str = "b1", **kwargs: Any) -> Path:
+    repo, dialogue, doc = _inputs(tmp_path) if not (tmp_path / "repo").exists() else (
+        tmp_path / "repo", tmp_path / "chat.jsonl", tmp_path / "notes.md"
+    )  # fmt: skip
+    folder = tmp_path / name
+    options: dict[str, Any] = {"repos": [repo], "dialogues": [dialogue], "docs": [doc], "budget": 3000}
+    options.update(kwargs)
+    record_bundle(folder, intent=INTENT, now=NOW, **options)
+    return folder
+
+
+def test_a_bundle_of_code_dialogue_and_documents_verifies_bit_for_bit(tmp_path: Path) -> None:
+    """Item 1 and 2: the bundle holds the inputs, the trace, each round's context and the
+    calls; replaying it reproduces every round (sha256, tokens, actions, digest, output)."""
+    folder = _bundle(tmp_path)
+    manifest = load_manifest(folder)
+    assert manifest.rounds >= 1 and manifest.clock_start == NOW
+    assert [d.name for d in manifest.dialogues] == [(tmp_path / "chat.jsonl").as_posix()]
+    assert (folder / manifest.dialogues[0].file).read_bytes() == (tmp_path / "chat.jsonl").read_bytes()
+    assert manifest.repos[0].files and all(len(v) == 64 for v in manifest.repos[0].files.values())
+    contexts = (folder / "contexts.jsonl").read_text().splitlines()
+    assert len(contexts) == manifest.rounds == len((folder / "trace.jsonl").read_text().splitlines())
+    outcome = replay_bundle(folder)
+    assert (outcome.status, outcome.divergence, outcome.causes) == ("reproduced", None, ())
+    assert outcome.rounds_replayed == outcome.rounds_recorded == manifest.rounds
+
+
+def test_a_changed_input_file_is_the_cause_at_round_zero_with_a_diff(tmp_path: Path) -> None:
+    """Item 2: an input file changed since recording: the first round diverges, the cause names
+    the file, the diff shows the two contexts."""
+    folder = _bundle(tmp_path)
+    config = tmp_path / "repo" / "app" / "config.py"
+    config.write_text(config.read_text() + "\n\ndef staging_port_override():\n    return 9091\n")
+    outcome = replay_bundle(folder)
+    assert outcome.status == "diverged" and outcome.divergence is not None
+    assert (outcome.divergence.round, outcome.divergence.field) == (0, "xml_sha256")
+    assert f"an input file changed since it was recorded: {config}" in outcome.divergence.cause
+    assert outcome.divergence.diff.startswith("--- recorded round 0\n+++ replayed round 0\n")
+
+
+def test_another_package_version_that_renders_differently_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 2: the bundle was made by another version, and this one renders differently."""
+    folder = _bundle(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["package_version"] = "0.0.1"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    from pagedctx.protocol import render
+
+    defaults = dict(render.build_state_tree.__kwdefaults__ or {})  # this "version" adds a rule
+    defaults["system_instructions"] += "\n- A new rule."
+    monkeypatch.setattr(render.build_state_tree, "__kwdefaults__", defaults)
+    outcome = replay_bundle(folder)
+    assert outcome.divergence is not None and outcome.divergence.round == 0
+    assert "the package version differs: recorded 0.0.1" in outcome.divergence.cause
+    assert "+- A new rule." in outcome.divergence.diff
+
+
+def _scripted_profile(path: Path, answers: list[str]) -> Path:
+    import yaml
+
+    path.write_text(
+        yaml.safe_dump({"models": {"roles": {"worker": {"backend": "scripted", "answers": answers}}}})
+    )
+    return path
+
+
+def _worker(actions: list[dict[str, Any]], answer: str | None) -> str:
+    data = {"actions": actions, "answer": answer, "rationale": "scripted"}
+    return json.dumps({"ok": True, "meta": {"confidence": 0.5, "risk": "low", "explain": "s"}, "data": data})
+
+
+def test_a_changed_recorded_answer_diverges_at_its_round(tmp_path: Path) -> None:
+    """Item 2: a model role's recorded answer altered: the round that used it diverges, the cause
+    says the recorded calls changed."""
+    consult = {"action": "Consult", "reason": "look closer", "id": "ffffffff"}  # unknown: a fault, round 2
+    profile = _scripted_profile(tmp_path / "p.yaml", [_worker([consult], None), _worker([], "port 9090")])
+    folder = _bundle(tmp_path, profile=str(profile))
+    assert replay_bundle(folder).status == "reproduced"
+    calls = (folder / "calls.jsonl").read_text().splitlines()
+    assert len(calls) == 2
+    second = json.loads(calls[1])
+    second["text"] = _worker([], "port 8080")
+    (folder / "calls.jsonl").write_text("\n".join([calls[0], json.dumps(second)]) + "\n")
+    outcome = replay_bundle(folder)
+    assert outcome.divergence is not None
+    assert (outcome.divergence.round, outcome.divergence.field) == (1, "worker_output")
+    assert "the recorded model calls changed since the bundle was written" in outcome.divergence.cause
+
+
+def test_a_counterfactual_at_half_the_budget_is_compared_round_by_round(tmp_path: Path) -> None:
+    """Item 2: the same inputs at half the budget: tokens, pages shown and actions per round."""
+    folder = _bundle(tmp_path)
+    outcome = replay_bundle(folder, budget=1500)
+    assert (outcome.mode, outcome.status) == ("counterfactual", "compared")
+    assert outcome.rounds and all(r.tokens[1] is None or r.tokens[1] <= 1500 for r in outcome.rounds)
+    first = outcome.rounds[0]
+    assert first.tokens[0] is not None and first.tokens[1] is not None and first.tokens[1] < first.tokens[0]
+
+
+def test_cli_run_bundle_then_replay(tmp_path: Path) -> None:
+    """`pagedctx run --bundle DIR` and `pagedctx replay DIR...` (exit 0 reproduced, 1 diverged,
+    2 not a bundle), `--report` writes report.json."""
+    repo, dialogue, doc = _inputs(tmp_path)
+    runner = CliRunner()
+    folder = tmp_path / "cli-bundle"
+    args = ["run", "--intent", INTENT, "--repo", str(repo), "--dialogue", str(dialogue), "--doc", str(doc)]
+    made = runner.invoke(app, [*args, "--bundle", str(folder), "--now", "2026-11-25T09:00:00Z"])
+    assert made.exit_code == 0, made.output
+    assert made.stdout.startswith("<PagedContext") and f"bundle: {folder}" in made.stderr
+    again = runner.invoke(app, [*args, "--bundle", str(folder)])
+    assert again.exit_code == 2 and "not an empty folder" in again.output
+    mixed = runner.invoke(app, [*args, "--bundle", str(tmp_path / "x"), "--trace", str(tmp_path / "t")])
+    assert mixed.exit_code == 2 and "drop --trace" in mixed.output
+    report = tmp_path / "report"
+    replayed = runner.invoke(app, ["replay", str(folder), "--report", str(report)])
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.stdout.splitlines()[0])["status"] == "reproduced"
+    assert json.loads((report / "report.json").read_text())["bundles"][0]["status"] == "reproduced"
+    (repo / "app" / "config.py").write_text("PORT = 1\n")
+    diverged = runner.invoke(app, ["replay", str(folder)])
+    assert diverged.exit_code == 1 and "an input file changed" in diverged.output
+    assert "--- recorded round 0" in diverged.stderr
+    not_bundle = runner.invoke(app, ["replay", str(tmp_path)])
+    assert not_bundle.exit_code == 2 and "is not a replay bundle" in not_bundle.output
+
+
+def test_a_bundle_that_is_not_whole_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "manifest.json").write_text('{"format": "pagedctx.bundle.v9"}')
+    with pytest.raises(UsageError, match=r"is not pagedctx\.bundle\.v1"):
+        load_manifest(folder)
+    (folder / "manifest.json").write_text("{")
+    with pytest.raises(UsageError, match="is not JSON"):
+        load_manifest(folder)
+
+
+@pytest.mark.slow
+def test_fifty_bundles_of_mixed_inputs_verify_in_one_replay(tmp_path: Path) -> None:
+    """Done means: 50 recorded sessions of mixed inputs (code, dialogue, documents, scripted model
+    roles) verify bit for bit in one `replay` with two worker processes."""
+    repo, dialogue, doc = _inputs(tmp_path)
+    intents = [
+        "which port does staging use", "when is the quarterly report due", "how are settings loaded",
+        "what time do backups run", "where is the port parsed", "lunch plans on Friday",
+    ]  # fmt: skip
+    folders = []
+    for number in range(50):
+        kinds: dict[str, Any] = {
+            "repos": [repo] if number % 2 == 0 else [],
+            "dialogues": [dialogue] if number % 3 != 1 else [],
+            "docs": [doc] if number % 5 != 0 else [],
+            "budget": 1500 + 250 * (number % 8),
+        }
+        if not (kinds["repos"] or kinds["dialogues"] or kinds["docs"]):
+            kinds["docs"] = [doc]
+        if number % 7 == 3:
+            answer = _worker([], f"scripted answer {number}")
+            kinds["profile"] = str(_scripted_profile(tmp_path / f"p{number}.yaml", [answer]))
+        folder = tmp_path / "bundles" / f"s{number:02d}"
+        record_bundle(folder, intent=intents[number % len(intents)], now=NOW, **kinds)
+        folders.append(str(folder))
+    result = CliRunner().invoke(app, ["replay", *folders, "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    statuses = [json.loads(line)["status"] for line in result.stdout.splitlines()]
+    assert statuses == ["reproduced"] * 50
