@@ -47,7 +47,6 @@ def replay(
     from rich.table import Table
 
     from pagedctx.cli.common import stderr_console
-
     from pagedctx.replay import load_manifest
 
     for folder in bundles:

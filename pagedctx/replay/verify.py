@@ -2,10 +2,11 @@
 round for round, what was recorded with what happens now.
 
 `--verify` (the default): every round's rendered XML (its sha256), token count, actions, state
-digest, the worker's raw output and its answer must equal the recorded ones. The first divergence is reported with its round, the field
-that differs, the cause when it can be known (the package version differs, an input file changed
-since it was recorded, a bundle copy was altered, a model call was never recorded, the recorded
-answers ran out or were not all used) and a unified diff of the two contexts of that round.
+digest, the worker's raw output and its answer must equal the recorded ones. The first divergence
+is reported with its round, the field that differs, the cause when it can be known (the package
+version differs, an input file changed since it was recorded, a bundle copy was altered, a model
+call was never recorded, the recorded answers were not all used) and a unified diff of the two
+contexts of that round.
 
 A counterfactual replay (`budget` or `profile` given) runs the same inputs under other settings
 and compares instead of verifying: per round the tokens, the pages shown, the actions, and the
