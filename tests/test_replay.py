@@ -197,3 +197,30 @@ def test_fifty_bundles_of_mixed_inputs_verify_in_one_replay(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     statuses = [json.loads(line)["status"] for line in result.stdout.splitlines()]
     assert statuses == ["reproduced"] * 50
+
+
+def test_the_formats_have_json_schemas_that_real_bundles_meet(tmp_path: Path) -> None:
+    """Item 1: docs/schemas/ holds the bundle, trace event, model call and outcome schemas as the
+    models export them (regenerate: python -m pagedctx.replay.schemas), and a recorded bundle's
+    files validate against them."""
+    import jsonschema
+
+    from pagedctx.replay.schemas import schema_documents
+
+    folder = Path(__file__).parent.parent / "docs" / "schemas"
+    documents = schema_documents()
+    for name, text in documents.items():
+        assert (folder / name).read_text() == text, f"{name} is stale: run python -m pagedctx.replay.schemas"
+    consult = {"action": "Consult", "reason": "look closer", "id": "ffffffff"}
+    profile = _scripted_profile(tmp_path / "p.yaml", [_worker([consult], None), _worker([], "port 9090")])
+    bundle = _bundle(tmp_path, profile=str(profile))
+
+    def check(schema: str, value: object) -> None:
+        jsonschema.validate(value, json.loads(documents[f"{schema}.schema.json"]))
+
+    check("pagedctx.bundle.v1", json.loads((bundle / "manifest.json").read_text()))
+    for line in (bundle / "trace.jsonl").read_text().splitlines():
+        check("pagedctx.trace_event.v3", json.loads(line))
+    for line in (bundle / "calls.jsonl").read_text().splitlines():
+        check("pagedctx.model_call.v1", json.loads(line))
+    check("pagedctx.replay_outcome.v1", replay_bundle(bundle).model_dump(mode="json"))

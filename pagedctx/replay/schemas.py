@@ -1,0 +1,50 @@
+"""The replay formats as JSON Schema (issue 17; D3, P15): docs/schemas/ holds what these build;
+a test keeps them equal to the models. Regenerate with `python -m pagedctx.replay.schemas
+[FOLDER]` (default docs/schemas)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from pagedctx.host.models.recorded import ModelCall
+from pagedctx.host.records.trace import RoundEvent
+from pagedctx.replay.bundle import BundleManifest
+from pagedctx.replay.verify import ReplayOutcome
+
+__all__ = ["SCHEMAS", "schema_documents", "write_schemas"]
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "pagedctx.bundle.v1": BundleManifest,
+    "pagedctx.trace_event.v3": RoundEvent,
+    "pagedctx.model_call.v1": ModelCall,
+    "pagedctx.replay_outcome.v1": ReplayOutcome,
+}
+
+
+def schema_documents() -> dict[str, str]:
+    """file name -> JSON text, for every replay format."""
+    out: dict[str, str] = {}
+    for name, model in SCHEMAS.items():
+        schema: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": name}
+        schema.update(model.model_json_schema(by_alias=True))
+        out[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in schema_documents().items():
+        (folder / name).write_text(text, encoding="utf-8")
+        written.append(folder / name)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    for path in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")):
+        print(path)
