@@ -149,6 +149,7 @@ def test_cli_run_bundle_then_replay(tmp_path: Path) -> None:
     assert replayed.exit_code == 0, replayed.output
     assert json.loads(replayed.stdout.splitlines()[0])["status"] == "reproduced"
     assert json.loads((report / "report.json").read_text())["bundles"][0]["status"] == "reproduced"
+    assert "REPRODUCED" in (report / "report.html").read_text()
     (repo / "app" / "config.py").write_text("PORT = 1\n")
     diverged = runner.invoke(app, ["replay", str(folder)])
     assert diverged.exit_code == 1 and "an input file changed" in diverged.output

@@ -5,8 +5,9 @@ Without `--budget`/`--profile`: verify each bundle bit for bit (every round's co
 tokens, actions and state digest); the first divergence is printed with its round, the cause when
 it can be known and a diff of the two contexts. With them: a counterfactual run of the same inputs,
 compared round by round. Bundles run in `--workers` processes. A table on stderr, one JSON line per
-bundle on stdout, `report.json` in `--report DIR`. Exit 0 when every bundle reproduced (or was
-compared), 1 when one diverged, 2 on a usage error (a folder that is not a bundle).
+bundle on stdout, `report.json` and `report.html` in `--report DIR`. Exit 0 when every bundle
+reproduced (or was compared), 1 when one diverged, 2 on a usage error (a folder that is not a
+bundle).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def replay(
     budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
     profile: str | None = typer.Option(None, "--profile", help="Counterfactual: another profile (roles)."),
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="Bundles replayed at once (processes)."),
-    report: Path | None = typer.Option(None, "--report", help="Write report.json into this folder."),
+    report: Path | None = typer.Option(
+        None, "--report", help="Write report.json and a self-contained report.html into this folder."
+    ),
 ) -> None:
     """Replay recorded sessions: verify them bit for bit, or compare a counterfactual run."""
     from rich.progress import Progress
@@ -86,5 +89,8 @@ def replay(
     if report is not None:
         report.mkdir(parents=True, exist_ok=True)
         (report / "report.json").write_text(json.dumps({"bundles": outcomes}, indent=2), encoding="utf-8")
+        from pagedctx.replay.report_html import report_html
+
+        (report / "report.html").write_text(report_html(outcomes), encoding="utf-8")
     if any(o["status"] in ("diverged", "failed") for o in outcomes):
         raise typer.Exit(EXIT_DIVERGED)
