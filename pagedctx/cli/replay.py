@@ -33,41 +33,46 @@ def _one(args: tuple[str, int | None, str | None]) -> dict[str, Any]:
         return {"bundle": folder, "status": "failed", "error": exc.message}
 
 
-def replay(
-    bundles: list[Path] = typer.Argument(
-        ..., help="Bundle folders (`pagedctx run --bundle DIR` writes one)."
-    ),
-    *,
-    budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
-    profile: str | None = typer.Option(None, "--profile", help="Counterfactual: another profile (roles)."),
-    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Bundles replayed at once (processes)."),
-    report: Path | None = typer.Option(
-        None, "--report", help="Write report.json and a self-contained report.html into this folder."
-    ),
-) -> None:
-    """Replay recorded sessions: verify them bit for bit, or compare a counterfactual run."""
-    from rich.progress import Progress
+def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: str | None) -> None:
     from rich.table import Table
 
     from pagedctx.cli.common import stderr_console
-    from pagedctx.replay import load_manifest
+    from pagedctx.config import load_config
+    from pagedctx.errors import UsageError
+    from pagedctx.protocol.tokens import token_counter
+    from pagedctx.replay.transcripts import read_transcripts, recall_table
 
-    for folder in bundles:
-        load_manifest(folder)  # a folder that is not a bundle is a usage error, said before any work
-    jobs = [(str(b), budget, profile) for b in bundles]
-    outcomes: list[dict[str, Any]] = []
+    if source not in ("openai", "swe-agent"):
+        raise UsageError(f"--from {source!r}: use openai or swe-agent")
+    config = load_config(profile=profile)
+    transcripts = read_transcripts(paths, "openai" if source == "openai" else "swe-agent")
+    if not transcripts:
+        raise UsageError(f"no {source} transcript in {[str(p) for p in paths]}")
+    rows = recall_table(transcripts, budgets, config, token_counter(config.tokenizer))
+    table = Table(
+        title=f"needed later and in view: {len(transcripts)} {source} transcript(s)", title_justify="left"
+    )
+    for column in ("budget", "steps", "needed", "pagedctx", "most recent that fit"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        typer.echo(json.dumps(row))
+        table.add_row(
+            f"{row['budget']:,}",
+            str(row["steps"]),
+            str(row["needed"]),
+            f"{row['pagedctx']:.2f}",
+            f"{row['recent']:.2f}",
+        )
+    stderr_console().print(table)
+
+
+def _summarise(outcomes: list[dict[str, Any]], report: Path | None) -> None:
+    """The table on stderr, one JSON line per bundle on stdout, the diffs, the report files."""
+    from rich.table import Table
+
+    from pagedctx.cli.common import stderr_console
+
     console = stderr_console()
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("replaying", total=len(jobs))
-        if workers == 1:
-            for job in jobs:
-                outcomes.append(_one(job))
-                progress.advance(task)
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                for outcome in pool.map(_one, jobs):
-                    outcomes.append(outcome)
-                    progress.advance(task)
     table = Table(title=f"pagedctx replay: {len(outcomes)} bundle(s)", title_justify="left")
     for column in ("bundle", "status", "rounds", "divergence", "cause"):
         table.add_column(column)
@@ -92,5 +97,52 @@ def replay(
         from pagedctx.replay.report_html import report_html
 
         (report / "report.html").write_text(report_html(outcomes), encoding="utf-8")
+
+
+def replay(
+    bundles: list[Path] = typer.Argument(
+        ..., help="Bundle folders (`pagedctx run --bundle DIR` writes one), or transcripts with --from."
+    ),
+    *,
+    budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
+    profile: str | None = typer.Option(None, "--profile", help="Counterfactual: another profile (roles)."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Bundles replayed at once (processes)."),
+    source: str | None = typer.Option(
+        None,
+        "--from",
+        help="openai (JSONL of chat conversations) or swe-agent (*.traj): measure what the paging "
+        "kept in view against the most recent messages that fit, at --budget (default 2k, 4k, 8k).",
+    ),
+    report: Path | None = typer.Option(
+        None, "--report", help="Write report.json and a self-contained report.html into this folder."
+    ),
+) -> None:
+    """Replay recorded sessions: verify them bit for bit, or compare a counterfactual run; with
+    --from, run transcripts made elsewhere through the paging policy."""
+    if source is not None:
+        _transcripts(bundles, source, [budget] if budget is not None else [2000, 4000, 8000], profile)
+        return
+    from rich.progress import Progress
+
+    from pagedctx.cli.common import stderr_console
+    from pagedctx.replay import load_manifest
+
+    for folder in bundles:
+        load_manifest(folder)  # a folder that is not a bundle is a usage error, said before any work
+    jobs = [(str(b), budget, profile) for b in bundles]
+    outcomes: list[dict[str, Any]] = []
+    console = stderr_console()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("replaying", total=len(jobs))
+        if workers == 1:
+            for job in jobs:
+                outcomes.append(_one(job))
+                progress.advance(task)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for outcome in pool.map(_one, jobs):
+                    outcomes.append(outcome)
+                    progress.advance(task)
+    _summarise(outcomes, report)
     if any(o["status"] in ("diverged", "failed") for o in outcomes):
         raise typer.Exit(EXIT_DIVERGED)
