@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import json
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pagedctx.host.records.html_text import escape as _e
 from pagedctx.host.records.trace import PageLine, RoundEvent, snapshots
 
 __all__ = ["MAX_DRAWN", "VIEWS", "render_html"]
 
 VIEWS = ("Summary", "Detail", "Unpacked")
 _LANES = ("flow", "child", "background", "hidden")
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 _CSS = """
 :root { --summary: #9aa5b1; --detail: #e0a030; --unpacked: #3a9d5d; --ink: #1d2430;
@@ -143,12 +141,6 @@ _CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
     f"script-src 'sha256-{_SCRIPT_HASH}'; base-uri 'none'; form-action 'none'"
 )
-
-
-def _e(value: object) -> str:
-    """Escaped text: `html.escape` with quotes, characters HTML cannot carry in backslash form."""
-    text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
-    return html.escape(text, quote=True)
 
 
 def _utc(moment: datetime) -> datetime:

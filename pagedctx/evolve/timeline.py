@@ -25,15 +25,15 @@ session renders in well under a second.
 
 from __future__ import annotations
 
-import html
 import json
 import math
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pagedctx.evolve.records import Attempt, EvolveMeta
+from pagedctx.host.records.html_text import CSP_NO_SCRIPT, DIFF_CSS, cut, diff_html
+from pagedctx.host.records.html_text import escape as _e
 
 __all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUS_COLOURS", "best_attempt", "lineage", "timeline_html"]
 
@@ -41,10 +41,8 @@ MAX_DIFF_CHARS = 200_000  # a diff is cut past this (at a line end), with a mark
 MAX_TEXT_CHARS = 20_000  # messages, rationale, reasoning, new content, metrics
 STATUS_COLOURS = {"pass": "#2e8b57", "fail": "#d98e04", "fault": "#c0392b"}
 _SHAPES = {"pass": "\u25cf", "fail": "\u25a0", "fault": "\u25b2"}  # ● ■ ▲ (greyscale-safe labels)
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 _FILE_STATE = {True: "removed", False: "changed"}
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 _CSS = (
     """
@@ -127,12 +125,6 @@ ul.mods > li { margin: 4px 0; }
 ul.mods code, .mono { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--band); padding: 6px;
   border-radius: 4px; max-height: 480px; overflow: auto; margin: 4px 0; }
-pre.diff { font: 12px/1.35 ui-monospace, monospace; }
-pre.diff .l { display: block; }
-pre.diff .add { background: #e3f4e8; color: #17612f; }
-pre.diff .del { background: #fbe6e3; color: #9b2416; }
-pre.diff .hunk { color: #4b3fa8; font-weight: 600; }
-pre.diff .meta { font-weight: 700; }
 .cut { border: 2px dashed var(--fault); color: var(--fault); font-weight: 700; padding: 4px 8px;
   border-radius: 4px; margin: 4px 0; }
 .empty { color: var(--muted); font-style: italic; }
@@ -141,32 +133,15 @@ pre.diff .meta { font-weight: 700; }
     .replace("@fail@", STATUS_COLOURS["fail"])
     .replace("@fault@", STATUS_COLOURS["fault"])
     .strip()
+    + DIFF_CSS
 )
 
 
 # -- text -----------------------------------------------------------------------------------------
 
 
-def _e(value: object) -> str:
-    """Escaped text: `html.escape` with quotes, characters HTML cannot carry in backslash form."""
-    text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
-    return html.escape(text, quote=True)
-
-
 def _cut(text: str, limit: int) -> tuple[str, str]:
-    """The text up to `limit` characters (at the last line end before it), and a marker if cut."""
-    if len(text) <= limit:
-        return text, ""
-    end = text.rfind("\n", 0, limit)
-    kept = text[: end + 1] if end > 0 else text[:limit]
-    rest = text[len(kept) :]
-    lines = rest.count("\n") + (0 if rest.endswith("\n") else 1)  # a line shown in part counts
-    more = "rest: 1 line" if lines == 1 else f"rest: {lines:,} lines"
-    marker = (
-        f'<div class="cut" data-cut="{len(text) - len(kept)}">\u2702 cut: {len(kept):,} of '
-        f"{len(text):,} characters shown ({more}); the record in the store keeps it whole</div>"
-    )
-    return kept, marker
+    return cut(text, limit, "the record in the store")
 
 
 def _text(value: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -534,24 +509,12 @@ def _table(rows: Sequence[tuple[str, str]], css: str = "kv") -> str:
 
 
 def _diff(text: str) -> str:
-    """The unified diff, escaped, one span per line classed add / del / hunk / meta / ctx."""
-    if not text:
-        return '<p class="empty">no change against the original code</p>'
-    kept, marker = _cut(text, MAX_DIFF_CHARS)
-    lines: list[str] = []
-    for line in kept.splitlines():
-        if line.startswith(("+++", "---", "diff ", "index ", "new file", "deleted file")):
-            kind = "meta"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        lines.append(f'<span class="l {kind}">{_e(line) or " "}</span>')
-    return f'<pre class="diff">{"".join(lines)}</pre>{marker}'
+    return diff_html(
+        text,
+        limit=MAX_DIFF_CHARS,
+        keeper="the record in the store",
+        empty="no change against the original code",
+    )
 
 
 def _modification(mod: dict[str, Any]) -> str:
@@ -764,7 +727,7 @@ def timeline_html(meta: EvolveMeta, attempts: Sequence[Attempt]) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP_NO_SCRIPT)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="generator" content="pagedctx evolve">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>"

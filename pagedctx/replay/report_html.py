@@ -29,14 +29,15 @@ hand-edited report.json) are shown as unknown, never a crash.
 
 from __future__ import annotations
 
-import html
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
+
+from pagedctx.host.records.html_text import CSP_NO_SCRIPT, DIFF_CSS, cut, diff_html
+from pagedctx.host.records.html_text import escape as _e
 
 __all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUSES", "STATUS_COLOURS", "report_html"]
 
@@ -47,8 +48,6 @@ STATUS_COLOURS = {"reproduced": "#2e8b57", "diverged": "#c0392b", "compared": "#
 _MARKS = {"reproduced": "\u2714", "diverged": "\u2716", "compared": "\u21c4", "failed": "\u26a0"}  # ✔ ✖ ⇄ ⚠
 _OPEN = frozenset({"diverged", "failed"})
 _SIGNS = (("fewer", "fewer tokens"), ("same", "the same"), ("more", "more tokens"))
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 _CURVE_POINTS = 60  # rounds up to which every point of a curve is drawn as a dot (with its tooltip)
 
 _CSS = (
@@ -129,13 +128,6 @@ table.rounds tr.differs td { background: #fdf6e3; }
 table.rounds tr.diverged-round td { background: #fbe6e3; font-weight: 700; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--band); padding: 6px;
   border-radius: 4px; max-height: 480px; overflow: auto; margin: 4px 0; }
-pre.diff { font: 12px/1.35 ui-monospace, monospace; }
-pre.diff .l { display: block; }
-pre.diff .add { background: #e3f4e8; color: #17612f; }
-pre.diff .del { background: #fbe6e3; color: #9b2416; }
-pre.diff .hunk { color: #4b3fa8; font-weight: 600; }
-pre.diff .meta { font-weight: 700; }
-pre.diff .more { color: var(--muted); font-style: italic; }
 .answers { display: grid; grid-template-columns: 1fr 1fr; gap: 0 16px; }
 .cut { border: 2px dashed var(--diverged); color: var(--diverged); font-weight: 700; padding: 4px 8px;
   border-radius: 4px; margin: 4px 0; }
@@ -145,32 +137,15 @@ pre.diff .more { color: var(--muted); font-style: italic; }
     .replace("@compared@", STATUS_COLOURS["compared"])
     .replace("@failed@", STATUS_COLOURS["failed"])
     .strip()
+    + DIFF_CSS
 )
 
 
 # -- text -----------------------------------------------------------------------------------------
 
 
-def _e(value: object) -> str:
-    """Escaped text: `html.escape` with quotes, characters HTML cannot carry in backslash form."""
-    text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
-    return html.escape(text, quote=True)
-
-
 def _cut(text: str, limit: int) -> tuple[str, str]:
-    """The text up to `limit` characters (at the last line end before it), and a marker if cut."""
-    if len(text) <= limit:
-        return text, ""
-    end = text.rfind("\n", 0, limit)
-    kept = text[: end + 1] if end > 0 else text[:limit]
-    rest = text[len(kept) :]
-    lines = rest.count("\n") + (0 if rest.endswith("\n") else 1)  # a line shown in part counts
-    more = "rest: 1 line" if lines == 1 else f"rest: {lines:,} lines"
-    marker = (
-        f'<div class="cut" data-cut="{len(text) - len(kept)}">\u2702 cut: {len(kept):,} of '
-        f"{len(text):,} characters shown ({more}); report.json keeps it whole</div>"
-    )
-    return kept, marker
+    return cut(text, limit, "report.json")
 
 
 def _text(value: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -563,26 +538,12 @@ def _status_bar(counts: Mapping[str, int], total: int) -> str:
 
 
 def _diff(text: str) -> str:
-    """The unified diff, escaped, one span per line classed add / del / hunk / meta / more / ctx."""
-    if not text:
-        return '<p class="empty">no diff: the contexts of that round are equal, or one run has none</p>'
-    kept, marker = _cut(text, MAX_DIFF_CHARS)
-    lines: list[str] = []
-    for line in kept.splitlines():
-        if line.startswith(("+++", "---")):
-            kind = "meta"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        elif line.startswith("... "):
-            kind = "more"
-        else:
-            kind = "ctx"
-        lines.append(f'<span class="l {kind}">{_e(line) or " "}</span>')
-    return f'<pre class="diff">{"".join(lines)}</pre>{marker}'
+    return diff_html(
+        text,
+        limit=MAX_DIFF_CHARS,
+        keeper="report.json",
+        empty="no diff: the contexts of that round are equal, or one run has none",
+    )
 
 
 def _divergence(divergence: Mapping[str, Any]) -> str:
@@ -856,7 +817,7 @@ def report_html(outcomes: Sequence[Mapping[str, Any]]) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP_NO_SCRIPT)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="generator" content="pagedctx replay">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>"
