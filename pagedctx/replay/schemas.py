@@ -4,13 +4,12 @@ a test keeps them equal to the models. Regenerate with `python -m pagedctx.repla
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
+from pagedctx.evidence.export import json_schema_text
 from pagedctx.host.models.recorded import ModelCall
 from pagedctx.host.records.trace import RoundEvent
 from pagedctx.replay.bundle import BundleManifest
@@ -28,12 +27,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 
 def schema_documents() -> dict[str, str]:
     """file name -> JSON text, for every replay format."""
-    out: dict[str, str] = {}
-    for name, model in SCHEMAS.items():
-        schema: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": name}
-        schema.update(model.model_json_schema(by_alias=True))
-        out[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
-    return out
+    return {f"{name}.schema.json": json_schema_text(name, model) for name, model in SCHEMAS.items()}
 
 
 def write_schemas(folder: Path) -> list[Path]:
