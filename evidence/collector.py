@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -117,10 +116,9 @@ def _run(
 ) -> tuple[int, str, datetime, datetime]:
     started = datetime.now(UTC)
     reports.mkdir(mode=0o700)
-    launcher = [sys.executable, "-I", "-S", str(Path(reaper.__file__)), repr(timeout), command]
     try:
         done = subprocess.run(
-            launcher,
+            reaper.launcher(timeout, command),
             cwd=repo,
             env=_env(reports, pycache),
             stdout=subprocess.PIPE,

@@ -46,6 +46,11 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
+def launcher(timeout: float, command: str) -> list[str]:
+    """The argv that runs `command` under this reaper (stdlib only: nothing under test is imported)."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), repr(timeout), command]
+
+
 def _become_subreaper() -> bool:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 

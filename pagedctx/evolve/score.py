@@ -9,7 +9,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +38,8 @@ def _metrics(stdout: str) -> dict[str, Any] | None:
 def run_score(spec: ScoreSpec, work: Path) -> tuple[dict[str, Any], float | None, str | None]:
     """(metrics, score, error): see the module docstring."""
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    launcher = [
-        sys.executable,
-        "-I",
-        "-S",
-        str(Path(reaper.__file__)),
-        repr(spec.timeout_seconds),
-        spec.command,
-    ]
     process = subprocess.run(
-        launcher,  # nothing the command starts outlives it, or the evolve run (evidence/reaper.py)
+        reaper.launcher(spec.timeout_seconds, spec.command),  # nothing it starts outlives it or us
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
