@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from browser_support import png_pixels, render_in_chromium
 
-from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveMeta, EvolveSettings, Stop
+from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveMeta, EvolveSettings, Stop, best_attempt
 from pagedctx.evolve.task import EvolveTask
-from pagedctx.evolve.timeline import MAX_DIFF_CHARS, STATUS_COLOURS, best_attempt, lineage, timeline_html
+from pagedctx.evolve.timeline import MAX_DIFF_CHARS, STATUS_COLOURS, lineage, timeline_html
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 HOSTILE = "</pre></details><script>alert(1)</script>&<b onmouseover=alert(2)>"

@@ -70,6 +70,7 @@ def evolve(
     from pagedctx.errors import UsageError
     from pagedctx.evolve import load_task, open_evolution
     from pagedctx.evolve.generator import ModuleGenerator
+    from pagedctx.evolve.records import best_attempt
     from pagedctx.evolve.task import ScoreSpec
     from pagedctx.host.models.factory import RoleSpec
     from pagedctx.protocol.tokens import token_counter
@@ -122,7 +123,8 @@ def evolve(
         _table(evolution.meta, attempts)
         if html is not None:
             _write_html(evolution.meta, attempts, html)
-        best = max(attempts, key=lambda a: a.rank())
+        best = best_attempt(attempts)
+        assert best is not None  # run() records the original at least
         typer.echo(
             json.dumps({"session": evolution.id, "stop": stop.code, "best": best.id, "verdict": best.verdict})
         )
@@ -131,7 +133,9 @@ def evolve(
 
 
 def _number(attempt_id: str | None) -> str:
-    return str(int(attempt_id.rsplit("/", 1)[-1])) if attempt_id else "-"
+    from pagedctx.evolve.records import attempt_number
+
+    return str(attempt_number(attempt_id)) if attempt_id else "-"
 
 
 def _tests(attempt: Any) -> str:
@@ -154,7 +158,9 @@ def _line(attempt: Any) -> str:
 def _table(meta: Any, attempts: list[Any]) -> None:
     from rich.table import Table
 
-    best = max(attempts, key=lambda a: a.rank()) if attempts else None
+    from pagedctx.evolve.records import best_attempt
+
+    best = best_attempt(attempts)
     table = Table(title=f"evolve {meta.session}: {meta.task.goal[:80]}", title_justify="left")
     for name, justify in (
         ("#", "right"),
@@ -244,7 +250,7 @@ def accept(
 ) -> None:
     """Write an attempt's changes into the user's checkout (refused if those files changed since)."""
     from pagedctx.errors import UsageError
-    from pagedctx.evolve.records import EvolveStore
+    from pagedctx.evolve.records import EvolveStore, best_attempt
     from pagedctx.evolve.workspace import Workspace
 
     session, _, number = target.partition("/")
@@ -259,9 +265,9 @@ def accept(
                     f"session {session} has no attempt {int(number)}; see `pagedctx evolve show {session}`"
                 )
         else:
-            if not attempts:
+            chosen = best_attempt(attempts)
+            if chosen is None:
                 raise UsageError(f"session {session} has no attempt yet")
-            chosen = max(attempts, key=lambda a: a.rank())
         if chosen.status == "fault" or not chosen.files:
             raise UsageError(f"attempt {chosen.number} changes nothing to accept ({chosen.status})")
         written = Workspace(Path(meta.home)).accept(chosen.files, Path(meta.repo))
@@ -280,7 +286,7 @@ def accept(
 @app.command("list")
 def list_sessions(*, profile: str | None = _PROFILE, store: str | None = _STORE) -> None:
     """The evolve sessions in the store, with their best attempt."""
-    from pagedctx.evolve.records import EvolveStore
+    from pagedctx.evolve.records import EvolveStore, best_attempt
     from pagedctx.host.store.url import open_store
 
     opened = open_store(_config(profile, store).store_url)
@@ -288,7 +294,7 @@ def list_sessions(*, profile: str | None = _PROFILE, store: str | None = _STORE)
         for session in EvolveStore.sessions(opened):
             records = EvolveStore(opened, session)
             meta, attempts = records.require_meta(), records.attempts()
-            best = max(attempts, key=lambda a: a.rank()) if attempts else None
+            best = best_attempt(attempts)
             state = f"best {best.number} {best.verdict}" if best is not None else "no attempt"
             typer.echo(f"{session}\t{len(attempts)} attempts\t{state}\t{meta.task.goal[:60]}")
     finally:

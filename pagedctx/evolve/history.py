@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from pagedctx.errors import BackendError, BudgetError, EnvelopeViolation, UsageError
-from pagedctx.evolve.records import Attempt
+from pagedctx.evolve.records import Attempt, attempt_number
 from pagedctx.host.roles.consolidation import baseline_consolidator
 from pagedctx.host.text.keywords import salient_keywords, to_keywords
 from pagedctx.pages.ids import short_hash
@@ -53,13 +53,9 @@ INSTRUCTIONS = (
 Consolidator = Callable[[Sequence[Page], str], tuple[str, tuple[str, ...]]]
 
 
-def _number(attempt_id: str) -> int:
-    return int(attempt_id.rsplit("/", 1)[-1])
-
-
 def describe(attempt: Attempt) -> str:
     """The attempt as the next rounds read it: what it changed, its verdict, why it failed."""
-    origin = f"attempt {_number(attempt.parent)}" if attempt.parent else "the original code"
+    origin = f"attempt {attempt_number(attempt.parent)}" if attempt.parent else "the original code"
     if attempt.number == 0:
         head = f"Attempt 0 is the original code: {attempt.verdict} {attempt.reason_code or ''}".rstrip()
     elif attempt.status == "fault":

@@ -13,6 +13,7 @@ later attempt is compared with where the session started.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ __all__ = [
     "Stop",
     "StopCode",
     "attempt_id",
+    "attempt_number",
+    "best_attempt",
 ]
 
 SOLUTIONS = "sys/solutions"  # S4; host/store/keys.py names it too (no import: layers)
@@ -39,6 +42,11 @@ StopCode = Literal["PASS", "ROUNDS_DONE", "BUDGET_EXCEEDED", "TIMEOUT_EXCEEDED"]
 
 def attempt_id(session: str, number: int) -> str:
     return f"{session}/{number:05d}"
+
+
+def attempt_number(identifier: str) -> int:
+    """The number of an attempt id (`session/00007` -> 7)."""
+    return int(identifier.rsplit("/", 1)[-1])
 
 
 class AttemptTokens(BaseModel):
@@ -102,6 +110,11 @@ class Attempt(BaseModel):
             self.score if self.score is not None else float("-inf"),
             -self.number,
         )
+
+
+def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
+    """The best attempt by `Attempt.rank` (None when there is none)."""
+    return max(attempts, key=Attempt.rank) if attempts else None
 
 
 class EvolveSettings(BaseModel):

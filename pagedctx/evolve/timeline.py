@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pagedctx.evolve.records import Attempt, EvolveMeta
+from pagedctx.evolve.records import Attempt, EvolveMeta, best_attempt
 from pagedctx.host.records.html_text import CSP_NO_SCRIPT, DIFF_CSS, cut, diff_html
 from pagedctx.host.records.html_text import escape as _e
 
-__all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUS_COLOURS", "best_attempt", "lineage", "timeline_html"]
+__all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUS_COLOURS", "lineage", "timeline_html"]
 
 MAX_DIFF_CHARS = 200_000  # a diff is cut past this (at a line end), with a marker
 MAX_TEXT_CHARS = 20_000  # messages, rationale, reasoning, new content, metrics
@@ -188,11 +188,6 @@ def _ref(number: int) -> str:
 
 
 # -- the record -----------------------------------------------------------------------------------
-
-
-def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
-    """The best attempt (S8): max by `Attempt.rank`; None without attempts."""
-    return max(attempts, key=Attempt.rank) if attempts else None
 
 
 def lineage(best: Attempt, by_id: dict[str, Attempt]) -> tuple[list[Attempt], str | None]:
