@@ -30,7 +30,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,21 @@ class _Clock:
     def mark(self, step: str) -> None:
         now = time.perf_counter()
         self.marks[step] = round(now - self.started - sum(self.marks.values()), 4)
+
+
+@dataclass
+class _Draft:
+    """An attempt under way: what every recorded attempt carries, whatever its outcome."""
+
+    number: int
+    parent: Attempt | None
+    started: datetime
+    marks: _Clock
+    policy: str
+    island: int = 0
+    tokens: AttemptTokens = field(default_factory=AttemptTokens)
+    mods: tuple[dict[str, Any], ...] = ()
+    rationale: str = ""
 
 
 class Evolution:
@@ -217,9 +232,8 @@ class Evolution:
         self.workspace.checkout({})
         marks.mark("checkout")
         return self._judged(
-            number=0, parent=None, files={}, mods=(), rationale="", started=started, marks=marks,
-            tokens=AttemptTokens(), policy="original",
-        )  # fmt: skip
+            _Draft(number=0, parent=None, started=started, marks=marks, policy="original"), {}
+        )
 
     def _round(self, number: int, attempts: Sequence[Attempt]) -> Attempt:
         from pagedctx.errors import EnvelopeViolation
@@ -252,21 +266,26 @@ class Evolution:
         }
         written = self.generator.write(payload)
         marks.mark("generate")
-        island = strategy.island_of(number)
-        tokens = AttemptTokens(
-            code=self.counter.count(code),
-            history=history_tokens,
-            prompt=written.prompt_tokens,
-            completion=written.completion_tokens,
+        draft = _Draft(
+            number=number,
+            parent=parent,
+            started=started,
+            marks=marks,
+            policy=self.generator.policy,
+            island=strategy.island_of(number),
+            tokens=AttemptTokens(
+                code=self.counter.count(code),
+                history=history_tokens,
+                prompt=written.prompt_tokens,
+                completion=written.completion_tokens,
+            ),
         )
         if isinstance(written, GeneratorFault):
-            return self._fault(
-                number=number, parent=parent, island=island, code=written.code.value,
-                message=written.message, mods=written.raw, rationale="", started=started,
-                marks=marks, tokens=tokens,
-            )  # fmt: skip
+            draft.mods = written.raw
+            return self._fault(draft, written.code.value, written.message)
         assert isinstance(written, Generated)
-        mods = tuple(m.model_dump(mode="json", exclude_defaults=False) for m in written.modifications)
+        draft.mods = tuple(m.model_dump(mode="json", exclude_defaults=False) for m in written.modifications)
+        draft.rationale = written.rationale
         try:
             report = apply_modifications(
                 self.workspace.work,
@@ -276,74 +295,52 @@ class Evolution:
             )
         except (ProtocolFault, EnvelopeViolation) as exc:
             self.workspace.checkout(overlay)  # refused edits write nothing; this only proves it
-            return self._fault(
-                number=number, parent=parent, island=island, code=exc.code.value, message=str(exc),
-                mods=mods, rationale=written.rationale, started=started, marks=marks, tokens=tokens,
-            )  # fmt: skip
+            return self._fault(draft, exc.code.value, str(exc))
         marks.mark("apply")
-        files = self.workspace.overlay_after(overlay, [f.path for f in report.files])
-        return self._judged(
-            number=number, parent=parent, files=files, mods=mods, rationale=written.rationale,
-            started=started, marks=marks, tokens=tokens, policy=self.generator.policy, island=island,
-        )  # fmt: skip
+        return self._judged(draft, self.workspace.overlay_after(overlay, [f.path for f in report.files]))
 
-    def _fault(
-        self,
-        *,
-        number: int,
-        parent: Attempt | None,
-        island: int,
-        code: str,
-        message: str,
-        mods: Sequence[dict[str, Any]],
-        rationale: str,
-        started: datetime,
-        marks: _Clock,
-        tokens: AttemptTokens,
-    ) -> Attempt:
-        marks.mark("apply")
-        seconds = dict(marks.marks)
-        seconds["total"] = round(sum(seconds.values()), 4)
+    def _attempt(self, draft: _Draft, seconds: dict[str, float], **outcome: Any) -> Attempt:
+        """The attempt as recorded: what every attempt carries, and its outcome."""
         return Attempt(
-            id=attempt_id(self.id, number),
+            id=attempt_id(self.id, draft.number),
             session=self.id,
-            number=number,
-            parent=parent.id if parent is not None else None,
-            island=island,
+            number=draft.number,
+            parent=draft.parent.id if draft.parent is not None else None,
+            island=draft.island,
+            acceptance_total=self._acceptance_total,
+            modifications=draft.mods,
+            rationale=draft.rationale,
+            tokens=draft.tokens,
+            seconds=seconds,
+            started=draft.started,
+            finished=self.clock(),
+            policy=draft.policy,
+            **outcome,
+        )
+
+    def _fault(self, draft: _Draft, code: str, message: str) -> Attempt:
+        """Refused before any test ran: the tree stays the parent's."""
+        draft.marks.mark("apply")
+        seconds = dict(draft.marks.marks)
+        seconds["total"] = round(sum(seconds.values()), 4)
+        parent = draft.parent
+        return self._attempt(
+            draft,
+            seconds,
             status="fault",
             reason_code=code,
             fail_codes=(code,),
             messages=(message,),
-            acceptance_total=self._acceptance_total,
-            modifications=tuple(mods),
-            rationale=rationale,
             diff=parent.diff if parent is not None else "",
             files=dict(parent.files) if parent is not None else {},
-            tokens=tokens,
-            seconds=seconds,
-            started=started,
-            finished=self.clock(),
-            policy=self.generator.policy if self.generator is not None else "",
         )
 
     @property
     def _acceptance_total(self) -> int:
         return len(self.task.acceptance.fail_to_pass) + len(self.task.acceptance.pass_to_pass)
 
-    def _judged(
-        self,
-        *,
-        number: int,
-        parent: Attempt | None,
-        files: dict[str, str | None],
-        mods: Sequence[dict[str, Any]],
-        rationale: str,
-        started: datetime,
-        marks: _Clock,
-        tokens: AttemptTokens,
-        policy: str,
-        island: int = 0,
-    ) -> Attempt:
+    def _judged(self, draft: _Draft, files: dict[str, str | None]) -> Attempt:
+        """Applied: the task's tests under the harness, the verdict, the score."""
         from pagedctx.evidence.collector import collect
         from pagedctx.evidence.tree import tree_diff
         from pagedctx.evidence.verdict import judge
@@ -356,28 +353,25 @@ class Evolution:
             self.workspace.work,
             pre=base,
             contract=contract,
-            artifacts_root=self.workspace.attempt_dir(number),
-            decisions=[rationale] if rationale else (),
+            artifacts_root=self.workspace.attempt_dir(draft.number),
+            decisions=[draft.rationale] if draft.rationale else (),
         )
-        marks.mark("collect")
+        draft.marks.mark("collect")
         verdict = judge(contract, folder, task_input)
-        marks.mark("verdict")
+        draft.marks.mark("verdict")
         metrics: dict[str, Any] = {}
         score = error = None
         if self.task.score is not None:
             metrics, score, error = run_score(self.task.score, self.workspace.work)
-            marks.mark("score")
-        seconds = dict(marks.marks)
+            draft.marks.mark("score")
+        seconds = dict(draft.marks.marks)
         seconds["total"] = round(sum(seconds.values()), 4)
         seconds["test"] = round(_test_seconds(folder), 4)
         trusted = verdict.checks.evidence_present and verdict.checks.schema_valid
         codes = tuple(dict.fromkeys([verdict.reason_code.value] if verdict.reason_code else []))
-        return Attempt(
-            id=attempt_id(self.id, number),
-            session=self.id,
-            number=number,
-            parent=parent.id if parent is not None else None,
-            island=island,
+        return self._attempt(
+            draft,
+            seconds,
             status="pass" if verdict.verdict == "PASS" else "fail",
             verdict=verdict.verdict,
             reason_code=verdict.reason_code.value if verdict.reason_code else None,
@@ -385,20 +379,12 @@ class Evolution:
             fail_class=tuple(c.value for c in verdict.fail_class),
             messages=verdict.messages,
             acceptance_passed=_acceptance(self.task, folder, trusted),
-            acceptance_total=self._acceptance_total,
-            modifications=tuple(mods),
-            rationale=rationale,
             diff=tree_diff(base, self.workspace.tree_state(files)),
             files=files,
             metrics=metrics,
             score=score,
             score_error=error,
-            tokens=tokens,
-            seconds=seconds,
-            started=started,
-            finished=self.clock(),
             evidence_dir=str(folder),
-            policy=policy,
         )
 
     # -- context --------------------------------------------------------------------------------
