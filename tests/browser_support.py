@@ -6,6 +6,7 @@ import os
 import shutil
 import struct
 import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -37,6 +38,25 @@ def render_in_chromium(
         [binary, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
     )
     return shot, dumped.stdout
+
+
+def drawn_page(page: Path, scratch: Path) -> tuple[np.ndarray, str]:
+    """`page` drawn by headless Chromium at 1280x2000: (its RGB pixels, its DOM), checked to be a
+    real picture: a PNG of that size with more than 50 colours (not blank, not one colour)."""
+    started = time.monotonic()
+    shot, dom = render_in_chromium(page, scratch)
+    elapsed = time.monotonic() - started
+    assert shot.is_file() and shot.stat().st_size > 20_000, elapsed
+    pixels = png_pixels(shot)
+    assert pixels.shape == (2000, 1280, 3)
+    assert len(np.unique(pixels.reshape(-1, 3)[::5], axis=0)) > 50  # not blank, not a single colour
+    return pixels, dom
+
+
+def pixels_of(pixels: np.ndarray, colour: str) -> int:
+    """How many pixels have exactly the `#rrggbb` colour."""
+    rgb = np.array([int(colour[k : k + 2], 16) for k in (1, 3, 5)])
+    return int((pixels == rgb).all(axis=2).sum())
 
 
 def png_pixels(path: Path) -> np.ndarray:

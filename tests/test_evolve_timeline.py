@@ -3,15 +3,13 @@ the header, score and token charts, the best attempt's lineage and every attempt
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import lxml.html
-import numpy as np
 import pytest
-from browser_support import png_pixels, render_in_chromium
+from browser_support import drawn_page, pixels_of
 
 from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveMeta, EvolveSettings, Stop, best_attempt
 from pagedctx.evolve.task import EvolveTask
@@ -373,16 +371,9 @@ def test_headless_chromium_renders_the_timeline(tmp_path: Path) -> None:
     )
     page = tmp_path / "timeline.html"
     page.write_text(timeline_html(meta(), attempts), encoding="utf-8")
-    started = time.monotonic()
-    shot, dumped = render_in_chromium(page, tmp_path)
-    elapsed = time.monotonic() - started
-    assert shot.is_file() and shot.stat().st_size > 20_000, elapsed
-    pixels = png_pixels(shot)
-    assert pixels.shape == (2000, 1280, 3)
-    assert len(np.unique(pixels.reshape(-1, 3)[::5], axis=0)) > 50  # not blank, not a single colour
+    pixels, dumped = drawn_page(page, tmp_path)
     for status, colour in STATUS_COLOURS.items():  # markers, badges, lineage and section borders
-        rgb = np.array([int(colour[k : k + 2], 16) for k in (1, 3, 5)])
-        assert (pixels == rgb).all(axis=2).sum() > 400, status
+        assert pixels_of(pixels, colour) > 400, status
     dom = html_root(dumped)
     assert not list(dom.iter("script"))
     found = sections(dom)
