@@ -27,7 +27,15 @@ from typing import Literal
 
 from pagedctx.errors import UsageError
 
-__all__ = ["RestoreState", "guarded_paths", "junit_key", "node_file", "restored_from_base", "shadowing"]
+__all__ = [
+    "RestoreState",
+    "guarded_paths",
+    "junit_key",
+    "node_file",
+    "outcome_of",
+    "restored_from_base",
+    "shadowing",
+]
 
 RestoreState = Literal["restored", "unchanged", "removed", "absent", "refused"]
 _PY = re.compile(r"\.py$")
@@ -36,6 +44,11 @@ _PY = re.compile(r"\.py$")
 def node_file(node_id: str) -> str:
     """The file part of a full node id (`a/b.py::T::t` -> `a/b.py`)."""
     return node_id.split("::", 1)[0]
+
+
+def outcome_of(results: dict[str, str], node_id: str) -> str | None:
+    """A test's outcome in the JUnit results, by its node id or the JUnit name pytest gives it."""
+    return results.get(node_id) or results.get(junit_key(node_id))
 
 
 def junit_key(node_id: str) -> str:

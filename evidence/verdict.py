@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pagedctx.errors import FailCode
-from pagedctx.evidence.acceptance import guarded_paths, junit_key
+from pagedctx.evidence.acceptance import guarded_paths, outcome_of
 from pagedctx.evidence.classifier import classify
 from pagedctx.evidence.collector import RunRecord
 from pagedctx.evidence.schemas import FailClass, TaskContract, VerdictChecks, VerdictV1
@@ -109,7 +109,7 @@ def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[boo
         ("PASS_TO_PASS", contract.acceptance.pass_to_pass),
     ):
         for test_id in ids:
-            outcome = results.get(test_id) or results.get(junit_key(test_id))
+            outcome = outcome_of(results, test_id)
             if outcome != "passed":
                 problems.append(f"{kind} {test_id}: {outcome or 'not run'}")
     return not problems and not harness, problems, harness

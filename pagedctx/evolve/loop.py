@@ -70,7 +70,7 @@ def _feedback(parent: Attempt | None) -> dict[str, Any]:
 
 
 def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
-    from pagedctx.evidence.acceptance import junit_key
+    from pagedctx.evidence.acceptance import outcome_of
 
     if not trusted:
         return 0
@@ -79,7 +79,7 @@ def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
     except (OSError, json.JSONDecodeError):
         return 0
     ids = task.acceptance.fail_to_pass + task.acceptance.pass_to_pass
-    return sum((results.get(i) or results.get(junit_key(i))) == "passed" for i in ids)
+    return sum(outcome_of(results, i) == "passed" for i in ids)
 
 
 def _test_seconds(folder: Path) -> float:
