@@ -13,7 +13,6 @@ bundle).
 from __future__ import annotations
 
 import json
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +121,8 @@ def replay(
     if source is not None:
         _transcripts(bundles, source, [budget] if budget is not None else [2000, 4000, 8000], profile)
         return
+    from concurrent.futures import ProcessPoolExecutor
+
     from rich.progress import Progress
 
     from pagedctx.cli.common import stderr_console
