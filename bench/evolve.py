@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -35,7 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-CACHE = Path.home() / ".cache" / "pagedctx-bench"
+from pypi_sdist import sdist
+
 VERSION = "5.1.4"
 PYTEST = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider"
 TEST = """from django.utils.datastructures import OrderedSet
@@ -52,16 +52,7 @@ VARIANTS = ("self.dict[item] = None", "self.dict.setdefault(item, None)")
 
 
 def corpus(path: Path | None) -> Path:
-    if path is None:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        path = CACHE / f"Django-{VERSION}.tar.gz"
-        if not path.is_file():
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                 f"django=={VERSION}", "-d", str(CACHE)],
-                check=True,
-            )  # fmt: skip
-    return path
+    return path if path is not None else sdist("django", VERSION, f"Django-{VERSION}.tar.gz")
 
 
 def make_repo(tarball: Path, root: Path) -> Path:

@@ -22,19 +22,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-CACHE = Path.home() / ".cache" / "pagedctx-bench"
+from pypi_sdist import sdist
+
 VERSION = "7.0.3"
 
 
 def corpus(root: Path) -> Path:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tarball = CACHE / f"cachetools-{VERSION}.tar.gz"
-    if not tarball.is_file():
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-             f"cachetools=={VERSION}", "-d", str(CACHE)],
-            check=True,
-        )  # fmt: skip
+    tarball = sdist("cachetools", VERSION, f"cachetools-{VERSION}.tar.gz")
     with tarfile.open(tarball) as archive:
         archive.extractall(root, filter="data")
     return root / f"cachetools-{VERSION}"
