@@ -225,3 +225,15 @@ def test_the_formats_have_json_schemas_that_real_bundles_meet(tmp_path: Path) ->
     for line in (bundle / "calls.jsonl").read_text().splitlines():
         check("pagedctx.model_call.v1", json.loads(line))
     check("pagedctx.replay_outcome.v1", replay_bundle(bundle).model_dump(mode="json"))
+
+
+def test_a_run_that_fails_leaves_no_half_bundle(tmp_path: Path) -> None:
+    """An intent with no searchable word is refused with one line; the bundle folder is not left
+    half written, so the same command can be run again with a better intent."""
+    repo, _, _ = _inputs(tmp_path)
+    folder = tmp_path / "half"
+    with pytest.raises(UsageError, match="no searchable word"):
+        record_bundle(folder, intent="the of and", repos=[repo], now=NOW)
+    assert not folder.exists()
+    record_bundle(folder, intent="how are settings loaded", repos=[repo], now=NOW)
+    assert (folder / "manifest.json").is_file()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -260,46 +261,50 @@ def record_bundle(
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
     folder.mkdir(parents=True, exist_ok=True)
-    dialogue_data, dialogue_inputs, doc_data, doc_inputs = _copy_inputs(folder, dialogues, docs)
-    asks = (BundleAsk(intent=intent, budget=budget, max_rounds=max_rounds),)
-    chosen = session or uuid.uuid4().hex[:12]
-    sink = BundleSink(folder)
-    calls = folder / "calls.jsonl"
-    with tempfile.TemporaryDirectory(prefix="pagedctx-bundle-") as scratch:
-        private = private_config(config, Path(scratch))
-        results = run_recorded(
-            config=private,
+    try:
+        dialogue_data, dialogue_inputs, doc_data, doc_inputs = _copy_inputs(folder, dialogues, docs)
+        asks = (BundleAsk(intent=intent, budget=budget, max_rounds=max_rounds),)
+        chosen = session or uuid.uuid4().hex[:12]
+        sink = BundleSink(folder)
+        calls = folder / "calls.jsonl"
+        with tempfile.TemporaryDirectory(prefix="pagedctx-bundle-") as scratch:
+            private = private_config(config, Path(scratch))
+            results = run_recorded(
+                config=private,
+                session=chosen,
+                clock_start=start,
+                repos=[r.resolve() for r in repos],
+                dialogues=dialogue_data,
+                docs=doc_data,
+                asks=asks,
+                sink=sink,
+                record=calls,
+            )
+            bundle_repos = _repo_manifests(private, repos)
+        calls.touch()
+        manifest = BundleManifest(
+            package_version=__version__,
+            created=datetime.now(UTC),
             session=chosen,
             clock_start=start,
-            repos=[r.resolve() for r in repos],
-            dialogues=dialogue_data,
-            docs=doc_data,
+            config=config.model_dump(mode="json", exclude={"store", "home"}),
+            repos=tuple(bundle_repos),
+            dialogues=tuple(dialogue_inputs),
+            docs=tuple(doc_inputs),
             asks=asks,
-            sink=sink,
-            record=calls,
+            rounds=len(sink.events),
+            digests={
+                name: _sha((folder / name).read_bytes())
+                for name in ("trace.jsonl", "contexts.jsonl", "calls.jsonl")
+                if (folder / name).is_file()
+            },
         )
-        bundle_repos = _repo_manifests(private, repos)
-    calls.touch()
-    manifest = BundleManifest(
-        package_version=__version__,
-        created=datetime.now(UTC),
-        session=chosen,
-        clock_start=start,
-        config=config.model_dump(mode="json", exclude={"store", "home"}),
-        repos=tuple(bundle_repos),
-        dialogues=tuple(dialogue_inputs),
-        docs=tuple(doc_inputs),
-        asks=asks,
-        rounds=len(sink.events),
-        digests={
-            name: _sha((folder / name).read_bytes())
-            for name in ("trace.jsonl", "contexts.jsonl", "calls.jsonl")
-            if (folder / name).is_file()
-        },
-    )
-    staged = folder / "manifest.json.partial"
-    staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(staged, folder / "manifest.json")  # a bundle is whole when its manifest exists
+        staged = folder / "manifest.json.partial"
+        staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        os.replace(staged, folder / "manifest.json")  # a bundle is whole when its manifest exists
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # it was new or empty: no half bundle is left
+        raise
     return manifest, results[-1]
 
 
