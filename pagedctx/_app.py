@@ -23,6 +23,7 @@ from pagedctx.errors import ConfigError, UsageError
 __all__ = [
     "Runtime",
     "actor_options",
+    "consolidator_role",
     "fixed_clock",
     "generator_spec",
     "parse_clock",
@@ -66,6 +67,14 @@ def generator_spec(models: dict[str, Any], record: Path | None = None) -> Any:
     if record is not None and spec.backend != "baseline":
         spec = spec.model_copy(update={"record": str(record)})
     return spec
+
+
+def consolidator_role(models: dict[str, Any]) -> Any:
+    """The profile's Consolidator as a callable (pages, intent) -> (summary, keywords): the
+    baseline's merge or the model's, for faces that fold pages of their own (evolve's history)."""
+    from pagedctx.actors.roles import build_consolidator
+
+    return build_consolidator(role_specs(models)["consolidator"])
 
 
 def recorded_specs(specs: dict[str, Any], record: Path | None, replay: Path | None) -> dict[str, Any]:

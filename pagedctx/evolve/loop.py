@@ -420,12 +420,13 @@ class Evolution:
     def history(self) -> AttemptHistory:
         """The attempts as pages (evolve/history.py), folded by the profile's Consolidator role."""
         if self._history is None:
-            from pagedctx._app import role_specs
-            from pagedctx.actors.roles import build_consolidator
+            from pagedctx._app import consolidator_role
 
-            consolidator = build_consolidator(role_specs(self.config.models)["consolidator"])
             self._history = AttemptHistory(
-                self.records.store, self.id, consolidator=consolidator, counter=self.counter
+                self.records.store,
+                self.id,
+                consolidator=consolidator_role(self.config.models),
+                counter=self.counter,
             )
         return self._history
 
