@@ -12,7 +12,9 @@ References, in the same run, get the same budget for the turn texts alone (no XM
 - recent: the most recent turns that fit;
 - bm25: BM25 (bm25s, English stopwords) over the turns, the best turns that fit;
 - bm25-distinct: the same, a text said again not shown again (a stronger reference: ours shows a
-  repeated remark once too).
+  repeated remark once too);
+- bm25-markup: BM25's turns shown as pagedctx shows turns (Original pages in Detail in the same
+  `<PagedContext>`, instructions and query included), the whole XML within B.
 Also reported: how often a stale value (an earlier statement of an updated fact) is shown, and how
 often the baseline worker's final answer names the current value.
 """
@@ -36,14 +38,19 @@ from pagedctx.host.records.report import shows
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
 from pagedctx.host.session.setup import SessionInputs, prepare
+from pagedctx.host.text.keywords import summarize
+from pagedctx.pages import Origin, OriginalPage, SessionState, View
+from pagedctx.pages.moves import add_pages
+from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
+from pagedctx.protocol.render import render_state
 from pagedctx.protocol.tokens import token_counter
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dialogue_corpus import Conversation, Turn, generate
 
 COUNTER = token_counter(None)
-SELECTORS = ("recent", "bm25", "bm25-distinct", "ours")
+SELECTORS = ("recent", "bm25", "bm25-distinct", "bm25-markup", "ours")
 
 
 def write_jsonl(conversation: Conversation, folder: Path) -> Path:
@@ -72,21 +79,27 @@ def recent(turns: list[Turn], budget: int) -> set[str]:
     return shown
 
 
-def bm25(turns: list[Turn], question: str, budget: int, *, distinct: bool = False) -> set[str]:
-    """The best turns by BM25 that fit; `distinct`: a text said again is not shown again."""
+def bm25_ranking(turns: list[Turn], question: str) -> list[str]:
+    """Turn ids by BM25 (bm25s, English stopwords) over the turn texts, best first; among equal
+    scores the latest turn first; turns that share no word with the question are left out."""
     corpus = bm25s.tokenize([t.text for t in turns], stopwords="en", return_ids=False, show_progress=False)
     model = bm25s.BM25()
     model.index(corpus, show_progress=False)
     words = bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
     scores = np.asarray(model.get_scores(list(words))) if words else np.zeros(len(turns))
+    order = np.lexsort((-np.arange(len(turns)), -scores))
+    return [turns[int(i)].id for i in order if scores[i] > 0]
+
+
+def bm25(turns: list[Turn], question: str, budget: int, *, distinct: bool = False) -> set[str]:
+    """The best turns by BM25 that fit; `distinct`: a text said again is not shown again."""
+    by_id = {t.id: t for t in turns}
     shown: set[str] = set()
     said: set[str] = set()
     used = 0
     # Best first; among equal scores the latest turn first (the `distinct` copy kept is the latest).
-    for index in np.lexsort((-np.arange(len(turns)), -scores)):
-        if scores[index] <= 0:
-            break
-        turn = turns[int(index)]
+    for turn_id in bm25_ranking(turns, question):
+        turn = by_id[turn_id]
         text = " ".join(turn.text.lower().split())
         if distinct and text in said:
             continue
@@ -96,6 +109,44 @@ def bm25(turns: list[Turn], question: str, budget: int, *, distinct: bool = Fals
             said.add(text)
             used += cost
     return shown
+
+
+def _state_of(turns: list[Turn], ids: dict[str, str]) -> SessionState:
+    """The turns as Original History pages in Detail, one flow root each (page ids from `ids`)."""
+    made = [
+        OriginalPage(
+            id=ids[t.id], depth=0, timestamp=t.timestamp, summary=summarize(f"{t.speaker}: ", t.text),
+            origin=Origin.HISTORY, content=t.text,
+        )
+        for t in turns
+    ]  # fmt: skip
+    result = add_pages(SessionState(), made, views={p.id: View.DETAIL for p in made})
+    assert isinstance(result, Transition)
+    return result.state
+
+
+def bm25_markup(turns: list[Turn], question: str, budget: int, now: datetime) -> set[str]:
+    """BM25's turns, best first, shown as pagedctx shows turns (Original pages in Detail in the same
+    `<PagedContext>`, instructions and query included); the whole XML within `budget`."""
+    ranked = bm25_ranking(turns, question)
+    ids = {t.id: f"{n:08x}" for n, t in enumerate(turns)}
+    by_id = {t.id: t for t in turns}
+
+    def cost(chosen: list[Turn]) -> int:
+        return COUNTER.count(render_state(_state_of(chosen, ids), current_time=now, query=question))
+
+    frame = cost([])
+    shown: list[Turn] = []
+    estimate = frame
+    for turn_id in ranked:
+        turn = by_id[turn_id]
+        alone = cost([turn]) - frame
+        if estimate + alone <= budget:
+            shown.append(turn)
+            estimate += alone
+    while shown and cost(shown) > budget:  # the estimate is a sum of parts: the whole is checked
+        shown.pop()
+    return {t.id for t in shown}
 
 
 class _Clock:
@@ -162,6 +213,9 @@ def main() -> None:
                         started = time.perf_counter()
                         if name == "recent":
                             shown = recent(conversation.turns, budget)
+                        elif name == "bm25-markup":
+                            now = conversation.turns[-1].timestamp + timedelta(hours=1)
+                            shown = bm25_markup(conversation.turns, question.text, budget, now)
                         elif name.startswith("bm25"):
                             distinct = name == "bm25-distinct"
                             shown = bm25(conversation.turns, question.text, budget, distinct=distinct)
