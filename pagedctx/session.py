@@ -41,12 +41,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pagedctx.errors import StoreError, UsageError
+from pagedctx.errors import PagedctxError, StoreError, UsageError
 from pagedctx.host.session.loop import RoundReport
 from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
     from pagedctx.config import Config
+    from pagedctx.host.records.bundle import BundleRecorder, BundleStep
     from pagedctx.host.records.trace import TraceSink
     from pagedctx.protocol.budget import Budget
 
@@ -134,12 +135,14 @@ class Session:
         clock: Callable[[], datetime],
         specs: Any,
         keep_trace: bool = False,
+        bundle: BundleRecorder | None = None,
     ) -> None:
         from pagedctx.host.records.registry import SessionRegistry
 
         self._config = config
         self._store = store
         self._clock = clock
+        self._bundle = bundle
         self._specs = specs
         self._keep_trace = keep_trace
         self.id = session_id
@@ -163,6 +166,8 @@ class Session:
         replay: str | Path | None = None,
         config: Config | None = None,
         keep_trace: bool = False,
+        bundle: str | Path | None = None,
+        bundle_sources: bool = False,
     ) -> Session:
         """Create a session, or resume the one named `session_id` from the store.
 
@@ -171,7 +176,10 @@ class Session:
         the session's time (default: wall time); `record` / `replay`: model calls to a file / from it.
         `config`: an already loaded configuration instead of `profile` (a server opens many
         sessions with one); `keep_trace`: every ask's round events are also kept in the store
-        (`trace_lines()`), for sessions that have no file of their own.
+        (`trace_lines()`), for sessions that have no file of their own. `bundle`: a folder the
+        session records itself in as a replay bundle (new, or this session's bundle, which goes
+        on; host/records/bundle.py), the model calls included; `bundle_sources`: copy the
+        indexed source files into it too, so it replays on another machine.
         """
         from pagedctx._app import recorded_specs, role_specs
         from pagedctx.config import load_config
@@ -184,21 +192,37 @@ class Session:
             raise UsageError("Session.open: give a profile or a config, not both")
         else:
             config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
+        if not chosen or "/" in chosen or len(chosen) > 128:
+            raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
+        recorder = None
+        the_clock = clock or (lambda: datetime.now(UTC))
+        if bundle is not None:
+            from pagedctx.host.records.bundle import BundleRecorder, RecordingClock
+
+            if record is not None:
+                raise UsageError("Session.open: a bundle records the model calls itself; give one of them")
+            recorder = BundleRecorder.open(
+                Path(bundle),
+                session=chosen,
+                config=config.model_dump(mode="json", exclude={"store", "home"}),
+                copy_sources=bundle_sources,
+            )
+            record = recorder.calls
+            the_clock = RecordingClock(the_clock)
         specs = recorded_specs(
             role_specs(config.models),
             Path(record) if record is not None else None,
             Path(replay) if replay is not None else None,
         )
-        chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        if not chosen or "/" in chosen or len(chosen) > 128:
-            raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
         return cls(
             config=config,
             store=open_store(config.store_url),
             session_id=chosen,
-            clock=clock or (lambda: datetime.now(UTC)),
+            clock=the_clock,
             specs=specs,
             keep_trace=keep_trace,
+            bundle=recorder,
         )
 
     def __enter__(self) -> Session:
@@ -214,6 +238,14 @@ class Session:
         if not self._closed:
             self._closed = True
             self._store.close()
+
+    def _recorded(self, step: BundleStep, **extra: Any) -> None:
+        """`step` appended to the session's bundle, with the clock's readings since the last one."""
+        if self._bundle is not None:
+            from pagedctx.host.records.bundle import RecordingClock
+
+            clock = self._clock if isinstance(self._clock, RecordingClock) else None
+            self._bundle.step(step, clock, **extra)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -250,6 +282,11 @@ class Session:
             f"session:{self.id}", ttl_seconds, wait_seconds=wait_seconds
         )
         return held
+
+    @property
+    def bundle(self) -> BundleRecorder | None:
+        """The replay bundle this session records itself in (opened with `bundle=DIR`), if any."""
+        return self._bundle
 
     @property
     def last(self) -> SessionResult | None:
@@ -329,6 +366,10 @@ class Session:
         if resolved not in self._record.repos:
             self._record.repos.append(resolved)
             self._save_record()
+            if self._bundle is not None:
+                from pagedctx.host.records.bundle import RepoStep
+
+                self._recorded(RepoStep(root=resolved))
 
     def add_dialogue(self, path: str | Path) -> None:
         """A dialogue JSONL file (docs/inputs.md); its bytes are kept in the store."""
@@ -344,6 +385,13 @@ class Session:
         if all(d.name != name for d in self._record.dialogues):
             self._record.dialogues.append(_Input(name=name, digest=self._keep(data)))
             self._save_record()
+            if self._bundle is not None:
+                from pagedctx.host.records.bundle import BundleInput, DialogueStep
+
+                kept = BundleInput(
+                    name=name, sha256=self._record.dialogues[-1].digest, file=self._bundle.keep(data)
+                )
+                self._recorded(DialogueStep(name=name, sha256=kept.sha256), dialogue=kept)
 
     def add_doc(self, path: str | Path) -> None:
         """A prose document (Markdown, reST, text); its text is kept in the store."""
@@ -363,6 +411,12 @@ class Session:
             digest = self._keep(text.encode("utf-8", "surrogateescape"))
             self._record.docs.append(_Input(name=name, digest=digest, timestamp=timestamp))
             self._save_record()
+            if self._bundle is not None:
+                from pagedctx.host.records.bundle import BundleInput, DocStep
+
+                copy = self._bundle.keep(text.encode("utf-8", "surrogateescape"))
+                kept = BundleInput(name=name, sha256=digest, file=copy, timestamp=timestamp)
+                self._recorded(DocStep(name=name, sha256=digest, timestamp=timestamp), doc=kept)
 
     def add_turn(
         self, speaker: str, text: str, timestamp: datetime | None = None, id: str | None = None
@@ -372,6 +426,7 @@ class Session:
         made = self._turn(speaker, text, timestamp, id, {t["id"] for t in self._record.turns})
         self._record.turns.append(made)
         self._save_record()
+        self._recorded_turns([made])
         return str(made["id"])
 
     def add_turns(self, turns: Sequence[tuple[str, str]]) -> list[str]:
@@ -386,7 +441,14 @@ class Session:
         if made:
             self._record.turns.extend(made)
             self._save_record()
+            self._recorded_turns(made)
         return [str(t["id"]) for t in made]
+
+    def _recorded_turns(self, made: list[dict[str, Any]]) -> None:
+        if self._bundle is not None:
+            from pagedctx.host.records.bundle import TurnsStep
+
+            self._recorded(TurnsStep(turns=tuple(made)))
 
     def _turn(
         self, speaker: str, text: str, timestamp: datetime | None, id: str | None, taken: set[str]
@@ -481,13 +543,26 @@ class Session:
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
         text = clean_text(intent)
         runtime = resolve_runtime(self._config.runtime)
-        result, prepared, counter = self._run(
-            text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline"
-        )
+        sink = self._bundle.sink() if self._bundle is not None else None
+        try:
+            result, prepared, counter = self._run(
+                text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink
+            )
+        except PagedctxError as exc:
+            if sink is not None:  # the rounds it wrote stay accounted for; a replay expects the same error
+                self._recorded_ask(
+                    sink, intent=intent, budget=budget, max_rounds=max_rounds, merges=merges, out=None,
+                    error=str(exc),
+                )  # fmt: skip
+            raise
         self._record.selected = list(self._record.repos)
         self._record.asks.append(_Ask(intent=text, answer=result.answer))
         self._save_record()
         out = self._result(result, prepared, counter, chosen_budget, runtime)
+        if sink is not None:
+            self._recorded_ask(
+                sink, intent=intent, budget=budget, max_rounds=max_rounds, merges=merges, out=out
+            )
         last = _Last(
             result=out,
             intent=text,
@@ -496,6 +571,31 @@ class Session:
         )
         self._store.set(self._key("last"), last.model_dump_json())
         return out
+
+    def _recorded_ask(
+        self,
+        sink: Any,
+        *,
+        intent: str,
+        budget: int | None,
+        max_rounds: int | None,
+        merges: Literal["inline", "deferred"],
+        out: SessionResult | None,
+        error: str | None = None,
+    ) -> None:
+        from pagedctx.host.ingest.index import Index
+        from pagedctx.host.records.bundle import AskStep
+
+        shown: dict[str, None] = {}
+        for page in out.contract.get("pages", []) if out is not None else []:
+            shown.update(dict.fromkeys(page.get("shows", ())))
+        step = AskStep(
+            intent=intent, budget=budget, max_rounds=max_rounds, merges=merges,
+            first_round=sink.first_round, rounds=len(sink.events),
+            answer=out.answer if out is not None else None, shows=tuple(shown), error=error,
+        )  # fmt: skip
+        index = Index(self._store, tokenizer=self._config.tokenizer) if self._record.repos else None
+        self._recorded(step, index=index)
 
     async def ask_async(
         self,
@@ -519,7 +619,7 @@ class Session:
         between wins; nothing is lost, the merge is simply not applied).
         """
         from pagedctx.actors.roles import build_consolidator, end_session
-        from pagedctx.host.roles.consolidation import Pending, apply_merge, in_process, merge_group
+        from pagedctx.host.roles.consolidation import Pending, in_process, merge_group
 
         self._check_open()
         last = self._load_last()
@@ -537,22 +637,10 @@ class Session:
                     break
                 pending = Pending.submit(snapshot, group, submit, last.intent)  # the model call
                 with self._lock(wait_seconds):
-                    state = self._registry.load()
-                    if any(
-                        state.pages.get(p) != page or state.views.get(p) != view
-                        for p, page, view in zip(group, pending.pages, pending.views, strict=True)
-                    ):
-                        break  # an ask changed these pages meanwhile
-                    current = Pending(
-                        group=group,
-                        pages=tuple(state.pages[p] for p in group),
-                        views=tuple(state.views[p] for p in group),
-                        result=pending.result,
-                    )
-                    after, step = apply_merge(state, current)
-                    if step is None or step.status != "ok":
-                        break
-                    self._registry.save(after)
+                    merged = self._apply_pending(pending)
+                    self._recorded_merge(group, last.intent, merged)
+                    if not merged:
+                        break  # an ask changed these pages meanwhile, or the merge failed
                     applied += 1
             with self._lock(wait_seconds):
                 if self._load_last() == last:  # not replaced by an ask meanwhile
@@ -561,6 +649,56 @@ class Session:
         finally:
             end_session(consolidator)
         return applied
+
+    def _apply_pending(self, pending: Any) -> bool:
+        """A merge the Consolidator made, applied if its pages are still as they were."""
+        from pagedctx.host.roles.consolidation import Pending, apply_merge
+
+        state = self._registry.load()
+        group = pending.group
+        if any(
+            state.pages.get(p) != page or state.views.get(p) != view
+            for p, page, view in zip(group, pending.pages, pending.views, strict=True)
+        ):
+            return False
+        current = Pending(
+            group=group,
+            pages=tuple(state.pages[p] for p in group),
+            views=tuple(state.views[p] for p in group),
+            result=pending.result,
+        )
+        after, step = apply_merge(state, current)
+        if step is None or step.status != "ok":
+            return False
+        self._registry.save(after)
+        return True
+
+    def _recorded_merge(self, group: Sequence[str], intent: str, applied: bool) -> None:
+        if self._bundle is not None:
+            from pagedctx.host.records.bundle import MergeStep
+
+            self._recorded(MergeStep(group=tuple(group), intent=intent, applied=applied))
+
+    def replay_merge(self, group: Sequence[str], intent: str, applied: bool = True) -> bool:
+        """One merge of a recorded `consolidate`, run again: the Consolidator folds `group` for
+        `intent`; applied when `applied` (a merge an ask overtook was computed and dropped). True
+        when it was applied. For replaying bundles (pagedctx/replay); a server calls `consolidate`."""
+        from pagedctx.actors.roles import build_consolidator, end_session
+        from pagedctx.host.roles.consolidation import Pending, in_process
+
+        self._check_open()
+        consolidator = build_consolidator(self._specs["consolidator"])
+        try:
+            snapshot = self._registry.load()
+            missing = [p for p in group if p not in snapshot.pages]
+            if missing:
+                raise UsageError(f"session {self.id} has no page {missing[0]!r} to merge")
+            pending = Pending.submit(snapshot, tuple(group), in_process(consolidator), intent)
+            done = self._apply_pending(pending) if applied else False
+        finally:
+            end_session(consolidator)
+        self._recorded_merge(group, intent, done)
+        return done
 
     def _providers(self, counter: Any) -> tuple[list[Any], list[Any]]:
         from pagedctx.host.blocks.dialogue import DialogueProvider
@@ -591,6 +729,7 @@ class Session:
         runtime: str,
         *,
         inline: bool = True,
+        bundle: TraceSink | None = None,
     ) -> tuple[Any, Any, Any]:
         from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
         from pagedctx.host.ingest.index import Index
@@ -628,7 +767,7 @@ class Session:
             worker=worker,
             block_roots=list(prepared.roots),
             memory=StoreMemory(self._store),
-            trace=self._trace_sink(trace),
+            trace=self._trace_sink(trace, bundle),
             consolidate=in_process(consolidator) if inline else None,
             router_role=router,
             registry=self._registry,
@@ -649,14 +788,16 @@ class Session:
                 end_session(role)
         return result, prepared, counter
 
-    def _trace_sink(self, trace: str | Path | TraceSink | None) -> Any:
-        from pagedctx.host.records.trace import StoreTraceWriter, TraceWriter
+    def _trace_sink(self, trace: str | Path | TraceSink | None, bundle: TraceSink | None = None) -> Any:
+        from pagedctx.host.records.trace import StoreTraceWriter, TeeSink, TraceWriter
 
         file: TraceSink | None
         if trace is None or isinstance(trace, str | Path):
             file = TraceWriter(Path(trace)) if trace is not None else None
         else:
             file = trace  # the caller's own sink (a replay bundle keeps the contexts too)
+        if bundle is not None:
+            file = TeeSink(file, bundle) if file is not None else bundle
         if not self._keep_trace:
             return file
         return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)

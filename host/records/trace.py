@@ -46,6 +46,7 @@ __all__ = [
     "PageLine",
     "RoundEvent",
     "StoreTraceWriter",
+    "TeeSink",
     "TraceRecorder",
     "TraceSink",
     "TraceWriter",
@@ -324,6 +325,26 @@ class StoreTraceWriter:
         self.store.hset(self.key, {f"{self.ask:06d}.{event.round:04d}": line})
         if self.file is not None:
             self.file.append(event)
+
+    def context(self, round_number: int, xml: str) -> None:
+        if isinstance(self.file, ContextSink):
+            self.file.context(round_number, xml)
+
+
+class TeeSink:
+    """Round events (and contexts) to several sinks: a trace file and a replay bundle."""
+
+    def __init__(self, *sinks: TraceSink) -> None:
+        self.sinks = sinks
+
+    def append(self, event: RoundEvent) -> None:
+        for sink in self.sinks:
+            sink.append(event)
+
+    def context(self, round_number: int, xml: str) -> None:
+        for sink in self.sinks:
+            if isinstance(sink, ContextSink):
+                sink.context(round_number, xml)
 
 
 def store_trace_lines(store: Store, key: str) -> list[str]:

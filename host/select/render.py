@@ -156,7 +156,9 @@ def selection_state(index: Index, selection: Selection) -> SessionState:
         build.views[page_id] = View.UNPACKED
         build.children[page_id] = kids
         leaves[posixpath.dirname(path)].append(page_id)
-    roots = _directories(build, leaves, index.meta().base or ".")
+    # The repository is named by its folder, not its absolute path: a context must not depend on
+    # where the checkout lives (a bundle replayed from copied sources elsewhere renders the same).
+    roots = _directories(build, leaves, posixpath.basename((index.meta().base or ".").rstrip("/")) or ".")
     return _state(build, roots)
 
 

@@ -130,6 +130,19 @@ def run(
         help="Write a replay bundle to DIR (new or empty): inputs, trace, contexts, model calls; "
         "the session runs in process on a private store with a fixed clock (docs/replay.md).",
     ),
+    bundle_sources: bool = typer.Option(
+        False,
+        "--bundle-sources",
+        help="With --bundle: copy the indexed source files into the bundle too, so it replays "
+        "where the repositories are not (another machine, a later checkout).",
+    ),
+    needs: list[str] = typer.Option(
+        [],
+        "--needs",
+        metavar="ID",
+        help="With --bundle: a label, what the question needs (a turn id, chunk id or path; "
+        "repeatable): a counterfactual replay reports the recall of what was shown.",
+    ),
     now: str | None = typer.Option(
         None,
         "--now",
@@ -166,10 +179,12 @@ def run(
                 "drop --trace, --record, --replay, --store and --runtime"
             )
         start = parse_clock(now)() if now is not None else None
-        _, result = record_bundle(bundle, now=start, **common)
+        _, result = record_bundle(bundle, now=start, needs=needs, copy_sources=bundle_sources, **common)
         typer.echo(f"bundle: {bundle}", err=True)
         _print(result, output_format)
         return
+    if needs or bundle_sources:
+        raise UsageError("--needs and --bundle-sources go with --bundle DIR")
     result = run_session(
         **common,
         store=store,

@@ -29,6 +29,13 @@ def serve(
     allow: list[Path] = typer.Option(
         [], "--allow-path", help="A folder sessions may attach sources from (repeatable; serve.source_roots)."
     ),
+    bundles: Path | None = typer.Option(
+        None,
+        "--bundles",
+        metavar="DIR",
+        help="Record every session as a replay bundle in DIR/{tenant}.{id} (serve.bundles; "
+        "`pagedctx replay` verifies them).",
+    ),
 ) -> None:
     """Serve PCP-paged chat sessions over the OpenAI chat API (Ray Serve)."""
     from pagedctx.config import load_config
@@ -43,6 +50,7 @@ def serve(
         "budget": budget,
         "store": config.store_url,  # absolute: replicas run in other working folders
         "profile": profile,
+        "bundles": str(bundles.expanduser().resolve()) if bundles is not None else None,
     }
     section = dict(config.serve)
     roots = [*section.get("source_roots", ()), *(str(p) for p in allow)]

@@ -20,22 +20,31 @@ import hashlib
 import json
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from pagedctx.errors import PagedctxError
-from pagedctx.host.records.trace import RoundEvent, read_trace
-from pagedctx.replay.bundle import (
+from pagedctx.host.records.bundle import (
+    AskStep,
     BundleManifest,
+    BundleRepo,
     BundleSink,
+    DialogueStep,
+    DocStep,
+    MergeStep,
+    ReplayClock,
+    RepoStep,
+    TurnsStep,
     load_manifest,
-    private_config,
-    run_recorded,
+    materialise_sources,
 )
+from pagedctx.host.records.trace import RoundEvent, read_trace
+from pagedctx.replay.bundle import private_config
 
-__all__ = ["Divergence", "ReplayOutcome", "replay_bundle"]
+__all__ = ["AskComparison", "Divergence", "ReplayOutcome", "replay_bundle"]
 
 DIFF_LINES = 400  # lines of a divergence's context diff kept in a report
 COMPARED = ("xml_sha256", "xml_tokens", "actions", "state_digest", "worker_output", "answer")
@@ -61,6 +70,20 @@ class RoundComparison(BaseModel):
     actions: tuple[tuple[str, ...], tuple[str, ...]]
 
 
+class AskComparison(BaseModel):
+    """One ask, recorded and replayed: the answers, the final tokens, and where the bundle holds
+    labels (what the question needs) the share of them the final context showed in full."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ask: int
+    intent: str
+    answers: tuple[str | None, str | None]
+    tokens: tuple[int | None, int | None]
+    needs: tuple[str, ...] = ()
+    recall: tuple[float | None, float | None] = (None, None)
+
+
 class ReplayOutcome(BaseModel):
     """One bundle's replay: reproduced, diverged (with the first divergence), or compared (a
     counterfactual run), and what was measured."""
@@ -79,14 +102,34 @@ class ReplayOutcome(BaseModel):
     error: str | None = None  # what stopped the replayed run, if anything did
     rounds: tuple[RoundComparison, ...] = ()
     answers: tuple[str | None, str | None] = (None, None)
+    asks: tuple[AskComparison, ...] = ()
+    relocated: tuple[str, ...] = ()  # repositories replayed from the bundle's copied sources
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def environment_causes(folder: Path, manifest: BundleManifest) -> list[str]:
-    """What differs from when the bundle was recorded, before anything runs."""
+def _repo_causes(repo: BundleRepo, root: Path) -> list[str]:
+    causes = []
+    for path, digest in sorted(repo.files.items()):
+        current = root / path
+        if not current.is_file():
+            causes.append(f"an input file is gone since it was recorded: {root / path}")
+        elif _sha(current.read_bytes()) != digest:
+            causes.append(f"an input file changed since it was recorded: {root / path}")
+        elif path in repo.mtimes and current.stat().st_mtime_ns != repo.mtimes[path]:
+            causes.append(
+                f"an input file's modification time changed (code pages are dated by it): {root / path}"
+            )
+    return causes
+
+
+def environment_causes(
+    folder: Path, manifest: BundleManifest, relocated: frozenset[str] = frozenset()
+) -> list[str]:
+    """What differs from when the bundle was recorded, before anything runs (`relocated`: roots
+    replayed from the bundle's copied sources, whose files are checked by their copies)."""
     from pagedctx._version import __version__
 
     causes = []
@@ -99,17 +142,18 @@ def environment_causes(folder: Path, manifest: BundleManifest) -> list[str]:
         elif _sha(copy.read_bytes()) != item.sha256:
             causes.append(f"the bundle's copy of {item.name} was altered ({item.file})")
     for repo in manifest.repos:
-        root = Path(repo.root)
-        for path, digest in sorted(repo.files.items()):
-            current = root / path
-            if not current.is_file():
-                causes.append(f"an input file is gone since it was recorded: {root / path}")
-            elif _sha(current.read_bytes()) != digest:
-                causes.append(f"an input file changed since it was recorded: {root / path}")
-            elif path in repo.mtimes and current.stat().st_mtime_ns != repo.mtimes[path]:
-                causes.append(
-                    f"an input file's modification time changed (code pages are dated by it): {root / path}"
-                )
+        if repo.changed:
+            causes.append(
+                f"{len(repo.changed)} file(s) of {repo.root} changed during the recorded session "
+                f"({', '.join(repo.changed[:3])}): a replay sees only their last state"
+            )
+        if repo.root in relocated:
+            for path, digest in sorted(repo.files.items()):
+                copy = folder / "inputs" / digest
+                if not copy.is_file() or _sha(copy.read_bytes()) != digest:
+                    causes.append(f"the bundle's copy of {path} ({repo.root}) is missing or altered")
+        else:
+            causes.extend(_repo_causes(repo, Path(repo.root)))
     for name, digest in sorted(manifest.digests.items()):
         if not (folder / name).is_file() or _sha((folder / name).read_bytes()) != digest:
             what = "the recorded model calls" if name == manifest.calls else f"the bundle's {name}"
@@ -232,6 +276,129 @@ def _comparisons(recorded: list[RoundEvent], replayed: list[RoundEvent]) -> tupl
     return tuple(out)
 
 
+def _roots(folder: Path, manifest: BundleManifest, scratch: Path) -> dict[str, Path]:
+    """Where each recorded repository is replayed from: its recorded path, or, when the bundle
+    holds its sources and the recorded path does not hold the same files, a copy made from them."""
+    roots: dict[str, Path] = {}
+    for repo in manifest.repos:
+        root = Path(repo.root)
+        if repo.sources and (not root.is_dir() or _repo_causes(repo, root)):
+            root = materialise_sources(folder, repo, scratch / "sources" / str(len(roots)))
+        roots[repo.root] = root
+    return roots
+
+
+def _add(
+    session: Any, folder: Path, roots: dict[str, Path], step: RepoStep | DialogueStep | DocStep | TurnsStep
+) -> None:
+    """A recorded step that adds to the session, done again."""
+    if isinstance(step, RepoStep):
+        session.add_repo(roots[step.root])
+    elif isinstance(step, DialogueStep):
+        session.add_dialogue_data(step.name, (folder / "inputs" / step.sha256).read_bytes())
+    elif isinstance(step, DocStep):
+        text = (folder / "inputs" / step.sha256).read_bytes().decode("utf-8", "surrogateescape")
+        session.add_doc_text(step.name, text, step.timestamp)
+    else:
+        for turn in step.turns:
+            moment = datetime.fromisoformat(str(turn["timestamp"]))
+            session.add_turn(str(turn["speaker"]), str(turn["text"]), moment, str(turn["id"]))
+
+
+def _run_steps(
+    folder: Path,
+    manifest: BundleManifest,
+    config: Any,
+    roots: dict[str, Path],
+    sink: BundleSink,
+    *,
+    budget: int | None,
+    replay: Path | None,
+    counterfactual: bool,
+) -> tuple[list[Any], ReplayClock]:
+    """The bundle's steps run again on a new session: the results of its asks (None for an ask
+    that failed as recorded), and the clock (how many readings the recording lacked)."""
+    from pagedctx.errors import PagedctxError
+    from pagedctx.session import Session
+
+    steps = manifest.steps
+    clock = ReplayClock()
+    clock.begin(steps[0].clock if steps else ())
+    results: list[Any] = []
+    with Session.open(config=config, session_id=manifest.session, clock=clock, replay=replay) as session:
+        merging = False
+        for position, step in enumerate(steps):
+            if position:
+                clock.begin(step.clock)
+            if isinstance(step, MergeStep):
+                if counterfactual:  # other pages: fold the far field as consolidate() would
+                    if not merging:
+                        session.consolidate()
+                    merging = True
+                else:
+                    session.replay_merge(step.group, step.intent, step.applied)
+                continue
+            merging = False
+            if not isinstance(step, AskStep):
+                _add(session, folder, roots, step)
+                continue
+            sink.next_ask()
+            try:
+                results.append(
+                    session.ask(
+                        step.intent,
+                        budget if budget is not None else step.budget,
+                        step.max_rounds,
+                        trace=sink,
+                        merges=step.merges,
+                    )
+                )
+            except PagedctxError:
+                if step.error is None:
+                    raise
+                results.append(None)  # it failed when recorded too
+    return results, clock
+
+
+def _recall(needs: tuple[str, ...], shows: tuple[str, ...] | list[str]) -> float | None:
+    """The share of `needs` a context showed in full (a path is shown by any range of it)."""
+    if not needs:
+        return None
+    heads = {s.rsplit(":", 1)[0] for s in shows if ":" in s}
+    hits = sum(1 for need in needs if need in shows or need in heads)
+    return hits / len(needs)
+
+
+def _ask_comparisons(
+    asks: tuple[AskStep, ...], results: list[Any], recorded: list[RoundEvent]
+) -> tuple[AskComparison, ...]:
+    out = []
+    for number, step in enumerate(asks):
+        result = results[number] if number < len(results) else None
+        last = step.first_round + step.rounds - 1
+        shows: list[str] = []
+        if result is not None:
+            for page in result.contract.get("pages", []):
+                shows.extend(page.get("shows", ()))
+        out.append(
+            AskComparison(
+                ask=number,
+                intent=step.intent,
+                answers=(step.answer, result.answer if result is not None else None),
+                tokens=(
+                    recorded[last].xml_tokens if 0 <= last < len(recorded) else None,
+                    result.tokens if result is not None else None,
+                ),
+                needs=step.needs,
+                recall=(
+                    _recall(step.needs, step.shows),
+                    _recall(step.needs, shows) if result is not None else None,
+                ),
+            )
+        )
+    return tuple(out)
+
+
 def replay_bundle(folder: Path, *, budget: int | None = None, profile: str | None = None) -> ReplayOutcome:
     """Replay one bundle (see the module docstring)."""
     from pagedctx.config import Config, load_config
@@ -239,39 +406,39 @@ def replay_bundle(folder: Path, *, budget: int | None = None, profile: str | Non
     started = time.perf_counter()
     manifest = load_manifest(folder)
     counterfactual = budget is not None or profile is not None
-    causes = [] if counterfactual else environment_causes(folder, manifest)
     config = load_config(profile=profile) if profile is not None else Config.model_validate(manifest.config)
-    asks = [a.model_copy(update={"budget": budget}) if budget is not None else a for a in manifest.asks]
     calls = folder / manifest.calls
     replay = calls if calls.is_file() and calls.stat().st_size > 0 and not counterfactual else None
     sink = BundleSink(None)
     error = None
     results: list[Any] = []
+    extra_readings = 0
     with tempfile.TemporaryDirectory(prefix="pagedctx-replay-") as scratch:
+        roots = _roots(folder, manifest, Path(scratch))
+        relocated = frozenset(r for r, p in roots.items() if str(p) != r)
+        causes = [] if counterfactual else environment_causes(folder, manifest, relocated)
         try:
-            results = run_recorded(
-                config=private_config(config, Path(scratch)),
-                session=manifest.session,
-                clock_start=manifest.clock_start,
-                repos=[Path(r.root) for r in manifest.repos],
-                dialogues=[(d.name, (folder / d.file).read_bytes()) for d in manifest.dialogues],
-                docs=[
-                    (d.name, (folder / d.file).read_bytes().decode("utf-8", "surrogateescape"), d.timestamp)
-                    for d in manifest.docs
-                ],
-                asks=asks,
-                sink=sink,
-                replay=replay,
-            )
+            results, clock = _run_steps(
+                folder, manifest, private_config(config, Path(scratch)), roots, sink,
+                budget=budget, replay=replay, counterfactual=counterfactual,
+            )  # fmt: skip
+            extra_readings = clock.extra
         except (PagedctxError, OSError) as exc:
             error = str(exc)
     recorded = list(read_trace(folder / manifest.trace))
     replayed = sink.events
-    answers = (recorded[-1].answer if recorded else None, results[-1].answer if results else None)
+    if extra_readings and not causes:
+        causes.append(
+            f"the replayed session read its clock {extra_readings} more time(s) than the recorded one"
+        )
+    last_answer = next((r.answer for r in reversed(results) if r is not None), None)
     common = {
         "bundle": str(folder), "session": manifest.session, "rounds_recorded": len(recorded),
         "rounds_replayed": len(replayed), "causes": tuple(causes), "error": error,
-        "rounds": _comparisons(recorded, replayed), "answers": answers,
+        "rounds": _comparisons(recorded, replayed),
+        "answers": (manifest.asks[-1].answer if manifest.asks else None, last_answer),
+        "asks": _ask_comparisons(manifest.asks, results, recorded),
+        "relocated": tuple(sorted(relocated)),
     }  # fmt: skip
     if counterfactual:
         return ReplayOutcome(

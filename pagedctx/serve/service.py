@@ -107,10 +107,16 @@ class ChatService:
             return user if _ID.match(user) else hashed
         return uuid.uuid4().hex[:16]
 
-    def _open(self, tenant: str, sid: str) -> Session:
+    def _open(self, tenant: str, sid: str, *, changes: bool = False) -> Session:
+        """Session `sid` of `tenant`; `changes`: it is opened to change it, so it records itself
+        in its replay bundle when the server keeps them (`serve.bundles`)."""
         if not _ID.match(sid):
             raise ServeError(404, f"no session {sid!r}", code="session_not_found")
-        return Session.open(config=self.config, session_id=f"{tenant}.{sid}", keep_trace=self.settings.trace)
+        name = f"{tenant}.{sid}"
+        bundle = self.settings.bundles / name if changes and self.settings.bundles is not None else None
+        return Session.open(
+            config=self.config, session_id=name, keep_trace=self.settings.trace, bundle=bundle
+        )
 
     def _existing(self, tenant: str, sid: str) -> Session:
         session = self._open(tenant, sid)
@@ -151,7 +157,10 @@ class ChatService:
                 400, "no user message with text: the last user message is the question", param="messages"
             )
         options = request.pagedctx or PagedctxOptions()
-        with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+        with (
+            self._open(tenant, sid, changes=True) as session,
+            session.locked(self.settings.lock_wait_seconds),
+        ):
             return self._answer(session, sid=sid, sent=sent, asked=asked, options=options, request=request)
 
     def _answer(
@@ -237,7 +246,7 @@ class ChatService:
     def consolidate(self, tenant: str, sid: str) -> int:
         """Fold the far field of a session after a reply (background; failures are logged, not raised)."""
         try:
-            with self._open(tenant, sid) as session:
+            with self._open(tenant, sid, changes=True) as session:
                 return session.consolidate(wait_seconds=self.settings.lock_wait_seconds)
         except Exception:  # a background job: the next request still works without it
             log.exception("pagedctx serve: consolidating session %s failed", sid)
@@ -289,7 +298,18 @@ class ChatService:
         session = self._existing(tenant, sid)
         with session.locked(self.settings.lock_wait_seconds):
             session.delete()
+            self._retire_bundle(f"{tenant}.{sid}")
         return {"id": sid, "object": "pagedctx.session.deleted", "deleted": True}
+
+    def _retire_bundle(self, name: str) -> None:
+        """A deleted session's bundle is kept under another name (it is the record of what was
+        done); a session started again under the id records a new one."""
+        if self.settings.bundles is None or not (self.settings.bundles / name).is_dir():
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        (self.settings.bundles / name).rename(
+            self.settings.bundles / f"{name}.deleted-{stamp}-{uuid.uuid4().hex[:6]}"
+        )
 
     def add_source(self, tenant: str, sid: str, kind: str, path: str) -> dict[str, Any]:
         """POST /v1/sessions/{id}/sources: attach a repository, document or dialogue file (allowed paths)."""
@@ -309,7 +329,10 @@ class ChatService:
                 code="path_not_allowed",
                 param="path",
             )
-        with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+        with (
+            self._open(tenant, sid, changes=True) as session,
+            session.locked(self.settings.lock_wait_seconds),
+        ):
             adders = {"repo": session.add_repo, "doc": session.add_doc, "dialogue": session.add_dialogue}
             adders[kind](resolved)
         return self.summary(tenant, sid)

@@ -10,6 +10,7 @@ serve:
   max_rounds: 6                        # PCP rounds per request
   lock_wait_seconds: 60                # how long a request waits for its session's lock
   trace: true                          # keep every session's round events (GET .../trace, .../view)
+  bundles: /srv/pagedctx/bundles       # record each session as a replay bundle here (docs/replay.md)
 ```
 """
 
@@ -49,6 +50,10 @@ class ServeSettings(BaseModel):
     max_rounds: int = Field(default=6, ge=1, le=64)
     lock_wait_seconds: float = Field(default=60.0, ge=0, le=3600)
     trace: bool = True
+    bundles: Path | None = Field(
+        default=None,
+        description="a folder where each session records itself as a replay bundle ({tenant}.{id}/)",
+    )
 
 
 def is_loopback(host: str) -> bool:

@@ -1,0 +1,451 @@
+"""Replay bundles (issue 17; D3, P15): the format, and the recorder a `Session` writes one with.
+
+```
+BUNDLE/
+  manifest.json    pagedctx.bundle.v1: package version, session id, the resolved configuration (no
+                   store, no home), the inputs (dialogue and document copies by sha256;
+                   repositories as path -> sha256 of every indexed file), and the session's steps
+                   in the order they changed it: repo, dialogue, doc, turns, ask, merge
+  inputs/<sha256>  the dialogue and document bytes (and the sources, when copied)
+  trace.jsonl      the round events of every ask, numbered on across asks (trace version 3)
+  contexts.jsonl   {"round": n, "xml": ...}: each round's rendered context (events keep its sha256)
+  calls.jsonl      every model call, for replay (empty with the baseline roles)
+```
+
+A session opened with `bundle=DIR` records itself: every call that changes it (`add_*`, `ask`,
+each merge `consolidate` applies) appends a step after it succeeded, with the readings of the
+session's clock taken since the step before, and rewrites the manifest atomically under a file
+lock (a server's requests and its background merges are separate `Session` objects on one folder).
+A bundle is whole whenever its manifest exists. Replaying one (pagedctx/replay/verify.py) opens a
+session on a private store and runs the steps again, the clock giving back each step's readings.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pagedctx.errors import UsageError
+from pagedctx.host.records.trace import RoundEvent, TraceWriter
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "AskStep",
+    "BundleInput",
+    "BundleManifest",
+    "BundleRecorder",
+    "BundleRepo",
+    "BundleSink",
+    "BundleStep",
+    "DialogueStep",
+    "DocStep",
+    "MergeStep",
+    "RecordingClock",
+    "ReplayClock",
+    "RepoStep",
+    "TurnsStep",
+    "label_last_ask",
+    "load_manifest",
+    "materialise_sources",
+    "sha256_hex",
+]
+
+BUNDLE_FORMAT: Literal["pagedctx.bundle.v1"] = "pagedctx.bundle.v1"
+MANIFEST = "manifest.json"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class BundleInput(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="the name the session knew it by (it names the block)")
+    sha256: str
+    file: str = Field(description="the copy, relative to the bundle: inputs/<sha256>")
+    timestamp: datetime | None = Field(default=None, description="documents: the file's modification time")
+
+
+class BundleRepo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    root: str = Field(description="the repository's absolute path when recorded")
+    files: dict[str, str] = Field(description="every indexed file: path relative to root -> sha256")
+    mtimes: dict[str, int] = Field(
+        default_factory=dict, description="path -> modification time (ns): code pages are dated by it (P7)"
+    )
+    changed: tuple[str, ...] = Field(
+        default=(), description="files whose content changed during the session (their last state is kept)"
+    )
+    sources: bool = Field(
+        default=False, description="the indexed files' bytes are copied under inputs/<sha256>"
+    )
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clock: tuple[datetime, ...] = Field(
+        default=(), description="the session clock's readings since the step before, in order"
+    )
+
+
+class RepoStep(_Step):
+    op: Literal["repo"] = "repo"
+    root: str = Field(description="the repository's absolute path")
+
+
+class DialogueStep(_Step):
+    op: Literal["dialogue"] = "dialogue"
+    name: str
+    sha256: str
+
+
+class DocStep(_Step):
+    op: Literal["doc"] = "doc"
+    name: str
+    sha256: str
+    timestamp: datetime | None = None
+
+
+class TurnsStep(_Step):
+    op: Literal["turns"] = "turns"
+    turns: tuple[dict[str, Any], ...] = Field(description="id, speaker, text, timestamp of each turn")
+
+
+class AskStep(_Step):
+    op: Literal["ask"] = "ask"
+    intent: str
+    budget: int | None = None
+    max_rounds: int | None = None
+    merges: Literal["inline", "deferred"] = "inline"
+    first_round: int = Field(ge=0, description="the bundle round number of the ask's first round")
+    rounds: int = Field(ge=0, description="round events the ask recorded")
+    answer: str | None = None
+    shows: tuple[str, ...] = Field(
+        default=(), description="what the final context showed in full: turn ids, chunk ids, path:A-B"
+    )
+    needs: tuple[str, ...] = Field(
+        default=(), description="labels: what the question needs (turn ids, chunk ids, paths), when known"
+    )
+    error: str | None = Field(default=None, description="the error that stopped the ask, if one did")
+
+
+class MergeStep(_Step):
+    op: Literal["merge"] = "merge"
+    group: tuple[str, ...] = Field(description="the pages folded into one (a `consolidate` merge)")
+    intent: str = Field(description="the intent the Consolidator was given")
+    applied: bool = Field(description="False: an ask changed the pages meanwhile, the merge was dropped")
+
+
+BundleStep = Annotated[
+    RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep, Field(discriminator="op")
+]
+
+
+class BundleManifest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["pagedctx.bundle.v1"] = BUNDLE_FORMAT
+    kind: Literal["session"] = "session"
+    package_version: str
+    created: datetime
+    updated: datetime
+    session: str
+    clock_start: datetime | None = Field(default=None, description="the first clock reading")
+    config: dict[str, Any] = Field(description="the resolved configuration, without store and home")
+    repos: tuple[BundleRepo, ...] = ()
+    dialogues: tuple[BundleInput, ...] = ()
+    docs: tuple[BundleInput, ...] = ()
+    steps: tuple[BundleStep, ...] = ()
+    rounds: int = Field(default=0, ge=0, description="round events recorded, over every ask")
+    trace: str = "trace.jsonl"
+    contexts: str = "contexts.jsonl"
+    calls: str = "calls.jsonl"
+    digests: dict[str, str] = Field(
+        default_factory=dict, description="sha256 of the bundle's trace, contexts and calls files"
+    )
+
+    @property
+    def asks(self) -> tuple[AskStep, ...]:
+        return tuple(s for s in self.steps if isinstance(s, AskStep))
+
+
+class BundleSink:
+    """A trace sink writing the round events and each round's context into a bundle folder (or
+    keeping them in memory when `folder` is None: a replay). Rounds are numbered on across asks
+    from `first_round`."""
+
+    def __init__(self, folder: Path | None = None, first_round: int = 0) -> None:
+        self.folder = folder
+        self.first_round = first_round
+        self.events: list[RoundEvent] = []
+        self.contexts: dict[int, str] = {}
+        self._trace = TraceWriter(folder / "trace.jsonl") if folder is not None else None
+        self._round_base = first_round
+
+    def next_ask(self) -> None:
+        self._round_base = self.first_round + len(self.events)
+
+    def append(self, event: RoundEvent) -> None:
+        self.events.append(event)
+        if self._trace is not None:
+            self._trace.append(event)
+
+    def context(self, round_number: int, xml: str) -> None:
+        index = self._round_base + round_number
+        self.contexts[index] = xml
+        if self.folder is not None:
+            with (self.folder / "contexts.jsonl").open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"round": index, "xml": xml}, ensure_ascii=False) + "\n")
+
+
+class RecordingClock:
+    """A session clock that remembers its readings until a step takes them."""
+
+    def __init__(self, inner: Callable[[], datetime]) -> None:
+        self.inner = inner
+        self.pending: list[datetime] = []
+
+    def __call__(self) -> datetime:
+        moment = self.inner()
+        self.pending.append(moment)
+        return moment
+
+    def take(self) -> tuple[datetime, ...]:
+        taken, self.pending = tuple(self.pending), []
+        return taken
+
+
+class ReplayClock:
+    """Gives back a step's recorded readings in order (`begin(step)` before each step); past its
+    readings it ticks one second a call from the last one and counts the extra readings."""
+
+    def __init__(self, first: tuple[datetime, ...] = ()) -> None:
+        self._readings: list[datetime] = list(first)
+        self._last = first[0] if first else datetime(2000, 1, 1, tzinfo=UTC)
+        self.extra = 0
+
+    def begin(self, readings: tuple[datetime, ...]) -> None:
+        self._readings = list(readings)
+
+    def __call__(self) -> datetime:
+        if self._readings:
+            self._last = self._readings.pop(0)
+        else:
+            self.extra += 1
+            self._last = self._last + timedelta(seconds=1)
+        return self._last
+
+
+def load_manifest(folder: Path) -> BundleManifest:
+    """A bundle's manifest; UsageError naming what is wrong."""
+    path = folder / MANIFEST
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"{folder} is not a replay bundle (no manifest.json): `pagedctx run --bundle DIR` writes one"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    if isinstance(data, dict) and data.get("format") != BUNDLE_FORMAT:
+        raise UsageError(
+            f"{path}: format {data.get('format')!r} is not {BUNDLE_FORMAT} (another version wrote it)"
+        )
+    try:
+        return BundleManifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
+class BundleRecorder:
+    """Writes a session's bundle as the session changes (see the module docstring)."""
+
+    def __init__(self, folder: Path, manifest: BundleManifest, *, copy_sources: bool = False) -> None:
+        self.folder = folder
+        self.copy_sources = copy_sources
+        self._manifest = manifest
+
+    @classmethod
+    def open(
+        cls, folder: Path, *, session: str, config: dict[str, Any], copy_sources: bool = False
+    ) -> BundleRecorder:
+        """The bundle of `session` in `folder`: went on when it exists (a server opens the session
+        once per request), else created (the folder must be new or empty)."""
+        from pagedctx._version import __version__
+
+        folder = Path(folder)
+        if (folder / MANIFEST).is_file():
+            manifest = load_manifest(folder)
+            if manifest.session != session:
+                raise UsageError(
+                    f"bundle {folder} records session {manifest.session!r}, not {session!r}; "
+                    "give another folder"
+                )
+            return cls(folder, manifest, copy_sources=copy_sources)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise UsageError(f"bundle folder {folder} exists and is not an empty folder; give a new one")
+        (folder / "inputs").mkdir(parents=True, exist_ok=True)
+        (folder / "calls.jsonl").touch()
+        now = datetime.now(UTC)
+        manifest = BundleManifest(
+            package_version=__version__, created=now, updated=now, session=session, config=config
+        )
+        recorder = cls(folder, manifest, copy_sources=copy_sources)
+        with recorder._locked():
+            recorder._write(manifest)
+        return recorder
+
+    @property
+    def calls(self) -> Path:
+        return self.folder / "calls.jsonl"
+
+    @property
+    def manifest(self) -> BundleManifest:
+        return self._manifest
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with (self.folder / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _write(self, manifest: BundleManifest) -> None:
+        staged = self.folder / f"{MANIFEST}.{os.getpid()}.partial"
+        staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        os.replace(staged, self.folder / MANIFEST)  # a bundle is whole when its manifest exists
+        self._manifest = manifest
+
+    def keep(self, data: bytes) -> str:
+        """`data` copied to inputs/<sha256> (once); the copy's path relative to the bundle."""
+        digest = sha256_hex(data)
+        target = self.folder / "inputs" / digest
+        if not target.is_file():
+            staged = target.with_name(f"{digest}.{os.getpid()}.partial")
+            staged.write_bytes(data)
+            os.replace(staged, target)
+        return f"inputs/{digest}"
+
+    def sink(self) -> BundleSink:
+        """Where the next ask's rounds go (numbered on from the rounds recorded so far)."""
+        return BundleSink(self.folder, first_round=load_manifest(self.folder).rounds)
+
+    def step(
+        self,
+        step: RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep,
+        clock: RecordingClock | None,
+        *,
+        index: Any = None,
+        dialogue: BundleInput | None = None,
+        doc: BundleInput | None = None,
+    ) -> None:
+        """Append `step` (with the clock's readings) and write the manifest; `index`: the session's
+        code index, to record the repositories' files after an ask."""
+        readings = clock.take() if clock is not None else ()
+        step = step.model_copy(update={"clock": readings})
+        with self._locked():
+            manifest = load_manifest(self.folder)  # another Session object may have written since
+            update: dict[str, Any] = {"steps": (*manifest.steps, step), "updated": datetime.now(UTC)}
+            if manifest.clock_start is None and readings:
+                update["clock_start"] = readings[0]
+            if isinstance(step, RepoStep) and all(r.root != step.root for r in manifest.repos):
+                update["repos"] = (*manifest.repos, BundleRepo(root=step.root, files={}))
+            if dialogue is not None and all(d.sha256 != dialogue.sha256 for d in manifest.dialogues):
+                update["dialogues"] = (*manifest.dialogues, dialogue)
+            if doc is not None and all(d.name != doc.name for d in manifest.docs):
+                update["docs"] = (*manifest.docs, doc)
+            if isinstance(step, AskStep):
+                update["rounds"] = step.first_round + step.rounds
+                if index is not None:
+                    repos = update.get("repos", manifest.repos)
+                    update["repos"] = tuple(self._repo_files(repo, index) for repo in repos)
+            update["digests"] = {
+                name: sha256_hex((self.folder / name).read_bytes())
+                for name in (manifest.trace, manifest.contexts, manifest.calls)
+                if (self.folder / name).is_file()
+            }
+            self._write(manifest.model_copy(update=update))
+
+    def _repo_files(self, repo: BundleRepo, index: Any) -> BundleRepo:
+        """`repo` with the files the index holds under its root (sha256 and mtime as indexed)."""
+        base = Path(index.meta().base or "/")
+        root = Path(repo.root)
+        files, mtimes = dict(repo.files), dict(repo.mtimes)
+        changed = set(repo.changed)
+        for path in index.paths():
+            absolute = base / path
+            if not absolute.is_relative_to(root):
+                continue
+            meta = index.file(path)
+            if meta is None:
+                continue
+            relative = absolute.relative_to(root).as_posix()
+            if relative in files and files[relative] != meta.sha256:
+                changed.add(relative)
+            files[relative], mtimes[relative] = meta.sha256, meta.mtime_ns
+            if self.copy_sources and not (self.folder / "inputs" / meta.sha256).is_file():
+                try:
+                    data = absolute.read_bytes()
+                except OSError:
+                    continue
+                if sha256_hex(data) == meta.sha256:  # changed again since indexed: not this version
+                    self.keep(data)
+        return repo.model_copy(
+            update={
+                "files": files,
+                "mtimes": mtimes,
+                "changed": tuple(sorted(changed)),
+                "sources": self.copy_sources or repo.sources,
+            }
+        )
+
+
+def materialise_sources(folder: Path, repo: BundleRepo, target: Path) -> Path:
+    """A bundle's copied sources of `repo` written under `target` with their recorded modification
+    times; the repository folder made (named as the recorded root's last part)."""
+    root = target / Path(repo.root).name
+    for relative, digest in sorted(repo.files.items()):
+        source = folder / "inputs" / digest
+        if not source.is_file():
+            raise UsageError(f"bundle {folder} has no copy of {relative} (inputs/{digest})")
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, path)
+        if relative in repo.mtimes:
+            os.utime(path, ns=(repo.mtimes[relative], repo.mtimes[relative]))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def label_last_ask(recorder: BundleRecorder, needs: tuple[str, ...]) -> None:
+    """Labels for the bundle's last ask: what its question needs (turn ids, chunk ids, paths)."""
+    with recorder._locked():
+        manifest = load_manifest(recorder.folder)
+        steps = list(manifest.steps)
+        for position in range(len(steps) - 1, -1, -1):
+            step = steps[position]
+            if isinstance(step, AskStep):
+                steps[position] = step.model_copy(update={"needs": needs})
+                recorder._write(manifest.model_copy(update={"steps": tuple(steps)}))
+                return
+    raise UsageError(f"bundle {recorder.folder} has no ask to label")
