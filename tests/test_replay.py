@@ -237,3 +237,30 @@ def test_a_run_that_fails_leaves_no_half_bundle(tmp_path: Path) -> None:
     assert not folder.exists()
     record_bundle(folder, intent="how are settings loaded", repos=[repo], now=NOW)
     assert (folder / "manifest.json").is_file()
+
+
+def test_the_executor_is_ray_when_a_cluster_is_attached_or_models_are_called(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 2 (REFERENCE.md): cheap bundles run in processes; Ray tasks when a cluster is attached
+    (RAY_ADDRESS) or when a counterfactual calls models (a profile with OpenAI-compatible roles)."""
+    from pagedctx.cli.replay import _executor
+
+    folder = _bundle(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert _executor("auto", [folder], None, False) == "processes"
+    assert _executor("auto", [folder], "single-gpu", True) == "ray"  # every role is a served model
+    assert _executor("processes", [folder], "single-gpu", True) == "processes"
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert _executor("auto", [folder], None, False) == "ray"
+    with pytest.raises(UsageError, match="--executor 'threads'"):
+        _executor("threads", [folder], None, False)
+
+
+@pytest.mark.slow
+def test_bundles_replay_as_ray_tasks(tmp_path: Path) -> None:
+    """Item 2: `--executor ray` replays each bundle as a task on a local cluster (127.0.0.1)."""
+    folders = [str(_bundle(tmp_path, name=f"r{n}", budget=2000 + 500 * n)) for n in range(3)]
+    result = CliRunner().invoke(app, ["replay", *folders, "--executor", "ray"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["status"] for line in result.stdout.splitlines()] == ["reproduced"] * 3

@@ -4,7 +4,9 @@ D3, P15; docs/replay.md).
 Without `--budget`/`--profile`: verify each bundle bit for bit (every round's context sha256,
 tokens, actions and state digest); the first divergence is printed with its round, the cause when
 it can be known and a diff of the two contexts. With them: a counterfactual run of the same inputs,
-compared round by round. Bundles run in `--workers` processes. A table on stderr, one JSON line per
+compared round by round. Bundles run in `--workers` processes, or as Ray tasks (`--executor ray`;
+`auto` takes Ray when a cluster is attached, RAY_ADDRESS, or when the bundles' model roles call
+models: heavy items, where a task's start-up is worth paying). A table on stderr, one JSON line per
 bundle on stdout, `report.json` and `report.html` in `--report DIR`. Exit 0 when every bundle
 reproduced (or was compared), 1 when one diverged, 2 on a usage error (a folder that is not a
 bundle).
@@ -30,6 +32,51 @@ def _one(args: tuple[str, int | None, str | None]) -> dict[str, Any]:
         return replay_bundle(Path(folder), budget=budget, profile=profile).model_dump(mode="json")
     except PagedctxError as exc:
         return {"bundle": folder, "status": "failed", "error": exc.message}
+
+
+def _heavy(folders: list[Path], profile: str | None) -> bool:
+    """True when a replay calls models (the bundles' roles, or a counterfactual profile's)."""
+    from pagedctx._app import role_specs
+    from pagedctx.config import Config, load_config
+    from pagedctx.replay import load_manifest
+
+    if profile is not None:
+        configs = [load_config(profile=profile)]
+    else:
+        configs = [Config.model_validate(load_manifest(f).config) for f in folders]
+    cheap = ("baseline", "scripted", "replay")
+    return any(spec.backend not in cheap for c in configs for spec in role_specs(c.models).values())
+
+
+def _executor(choice: str, folders: list[Path], profile: str | None, counterfactual: bool) -> str:
+    import os
+
+    from pagedctx.errors import UsageError
+
+    if choice not in ("auto", "processes", "ray"):
+        raise UsageError(f"--executor {choice!r}: use auto, processes or ray")
+    if choice != "auto":
+        return choice
+    attached = bool(os.environ.get("RAY_ADDRESS"))
+    return "ray" if attached or (counterfactual and _heavy(folders, profile)) else "processes"
+
+
+def _on_ray(jobs: list[tuple[str, int | None, str | None]], advance: Any) -> list[dict[str, Any]]:
+    """Each bundle a Ray task (a local cluster on 127.0.0.1 unless one is attached), in order."""
+    import ray
+
+    from pagedctx.actors.cluster import ensure_ray
+
+    ensure_ray()
+    task = ray.remote(num_cpus=1, max_retries=1)(_one)
+    pending = {task.remote(job): position for position, job in enumerate(jobs)}
+    out: list[dict[str, Any] | None] = [None] * len(jobs)
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            out[pending.pop(ref)] = ray.get(ref)
+            advance()
+    return [o for o in out if o is not None]
 
 
 def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: str | None) -> None:
@@ -106,6 +153,14 @@ def replay(
     budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
     profile: str | None = typer.Option(None, "--profile", help="Counterfactual: another profile (roles)."),
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="Bundles replayed at once (processes)."),
+    executor: str = typer.Option(
+        "auto",
+        "--executor",
+        metavar="auto|processes|ray",
+        help="processes (--workers of them), ray (a task per bundle; a local cluster on 127.0.0.1 "
+        "unless RAY_ADDRESS names one), or auto: ray when a cluster is attached or a "
+        "counterfactual calls models, else processes.",
+    ),
     source: str | None = typer.Option(
         None,
         "--from",
@@ -131,11 +186,14 @@ def replay(
     for folder in bundles:
         load_manifest(folder)  # a folder that is not a bundle is a usage error, said before any work
     jobs = [(str(b), budget, profile) for b in bundles]
+    chosen = _executor(executor, bundles, profile, budget is not None or profile is not None)
     outcomes: list[dict[str, Any]] = []
     console = stderr_console()
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("replaying", total=len(jobs))
-        if workers == 1:
+        task = progress.add_task(f"replaying ({chosen})", total=len(jobs))
+        if chosen == "ray":
+            outcomes = _on_ray(jobs, lambda: progress.advance(task))
+        elif workers == 1:
             for job in jobs:
                 outcomes.append(_one(job))
                 progress.advance(task)
