@@ -15,16 +15,13 @@ answers.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from pagedctx.errors import PagedctxError
 from pagedctx.host.records.bundle import (
@@ -41,69 +38,19 @@ from pagedctx.host.records.bundle import (
     load_manifest,
     materialise_sources,
 )
+from pagedctx.host.records.replay_outcome import (
+    AskComparison,
+    Divergence,
+    ReplayOutcome,
+    RoundComparison,
+    context_diff,
+)
 from pagedctx.host.records.trace import RoundEvent, read_trace
 from pagedctx.replay.bundle import private_config
 
-__all__ = ["AskComparison", "Divergence", "ReplayOutcome", "replay_bundle"]
+__all__ = ["AskComparison", "Divergence", "ReplayOutcome", "RoundComparison", "replay_bundle"]
 
-DIFF_LINES = 400  # lines of a divergence's context diff kept in a report
 COMPARED = ("xml_sha256", "xml_tokens", "actions", "state_digest", "worker_output", "answer")
-
-
-class Divergence(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    round: int
-    field: str
-    recorded: str
-    replayed: str
-    cause: str
-    diff: str = ""
-
-
-class RoundComparison(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    round: int
-    tokens: tuple[int | None, int | None]
-    pages_shown: tuple[int | None, int | None]
-    actions: tuple[tuple[str, ...], tuple[str, ...]]
-
-
-class AskComparison(BaseModel):
-    """One ask, recorded and replayed: the answers, the final tokens, and where the bundle holds
-    labels (what the question needs) the share of them the final context showed in full."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ask: int
-    intent: str
-    answers: tuple[str | None, str | None]
-    tokens: tuple[int | None, int | None]
-    needs: tuple[str, ...] = ()
-    recall: tuple[float | None, float | None] = (None, None)
-
-
-class ReplayOutcome(BaseModel):
-    """One bundle's replay: reproduced, diverged (with the first divergence), or compared (a
-    counterfactual run), and what was measured."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    bundle: str
-    session: str
-    mode: Literal["verify", "counterfactual"]
-    status: Literal["reproduced", "diverged", "compared"]
-    rounds_recorded: int
-    rounds_replayed: int
-    seconds: float
-    causes: tuple[str, ...] = ()  # what differs in the environment, found before running
-    divergence: Divergence | None = None
-    error: str | None = None  # what stopped the replayed run, if anything did
-    rounds: tuple[RoundComparison, ...] = ()
-    answers: tuple[str | None, str | None] = (None, None)
-    asks: tuple[AskComparison, ...] = ()
-    relocated: tuple[str, ...] = ()  # repositories replayed from the bundle's copied sources
 
 
 def _sha(data: bytes) -> str:
@@ -171,22 +118,6 @@ def _contexts(path: Path) -> dict[int, str]:
     return out
 
 
-def _diff(recorded: str | None, replayed: str | None, index: int) -> str:
-    if recorded is None or replayed is None:
-        return ""
-    lines = list(
-        difflib.unified_diff(
-            recorded.splitlines(keepends=True),
-            replayed.splitlines(keepends=True),
-            fromfile=f"recorded round {index}",
-            tofile=f"replayed round {index}",
-        )
-    )
-    if len(lines) > DIFF_LINES:
-        lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more diff lines\n"]
-    return "".join(lines)
-
-
 def _value(event: RoundEvent, field: str) -> str:
     value = getattr(event, field)
     return json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
@@ -224,7 +155,7 @@ def _first_divergence(
             return Divergence(
                 round=index, field="round", recorded="absent", replayed="present",
                 cause=_cause(causes, replayed[index], error or "the replayed run went on longer"),
-                diff=_diff("", contexts[1].get(index), index),
+                diff=context_diff("", contexts[1].get(index), index),
             )  # fmt: skip
         for field in COMPARED:
             before, after = _value(recorded[index], field), _value(replayed[index], field)
@@ -232,7 +163,7 @@ def _first_divergence(
                 return Divergence(
                     round=index, field=field, recorded=before[:2000], replayed=after[:2000],
                     cause=_cause(causes, replayed[index], error),
-                    diff=_diff(contexts[0].get(index), contexts[1].get(index), index),
+                    diff=context_diff(contexts[0].get(index), contexts[1].get(index), index),
                 )  # fmt: skip
     if error:
         return Divergence(
