@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from sample_repo import write_repo
 from session_factory import write_dialogue
+from typer.testing import CliRunner
 
+from pagedctx.cli import app
 from pagedctx.errors import UsageError
 from pagedctx.host.records.bundle import AskStep, MergeStep, TurnsStep
 from pagedctx.replay import load_manifest, record_bundle, replay_bundle
@@ -116,6 +118,12 @@ def test_labels_give_the_recall_of_a_counterfactual(tmp_path: Path) -> None:
     assert ask.needs == ("t7",) and ask.recall[0] == 1.0
     assert ask.recall[1] is not None and 0.0 <= ask.recall[1] <= 1.0
     assert ask.tokens[1] is not None and ask.tokens[1] <= 400
+    report = tmp_path / "report"
+    shown = CliRunner().invoke(app, ["replay", str(folder), "--budget", "400", "--report", str(report)])
+    assert shown.exit_code == 0, shown.output
+    assert f"recall 1.00 -> {ask.recall[1]:.2f}" in shown.stderr
+    page = (report / "report.html").read_text()
+    assert "<h3>Asks</h3>" in page and "recall replayed" in page and ">t7<" in page
 
 
 def test_an_ask_that_failed_is_recorded_and_replays_failing(tmp_path: Path) -> None:

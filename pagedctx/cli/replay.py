@@ -112,6 +112,22 @@ def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: st
     stderr_console().print(table)
 
 
+def _compared(outcome: dict[str, Any]) -> tuple[str, str]:
+    """A counterfactual in two cells: the final tokens, then the labels' recall and the answers."""
+    asks = outcome.get("asks") or []
+    tokens = [a["tokens"] for a in asks if a["tokens"][0] is not None and a["tokens"][1] is not None]
+    where = f"tokens {sum(t[0] for t in tokens):,} -> {sum(t[1] for t in tokens):,}" if tokens else "-"
+    recalls = [a["recall"] for a in asks if a.get("needs") and None not in a["recall"]]
+    parts = []
+    if recalls:
+        before = sum(r[0] for r in recalls) / len(recalls)
+        after = sum(r[1] for r in recalls) / len(recalls)
+        parts.append(f"recall {before:.2f} -> {after:.2f}")
+    answers = outcome.get("answers") or [None, None]
+    parts.append("same answer" if answers[0] == answers[1] else "the answers differ")
+    return where, "; ".join(parts)
+
+
 def _summarise(outcomes: list[dict[str, Any]], report: Path | None) -> None:
     """The table on stderr, one JSON line per bundle on stdout, the diffs, the report files."""
     from rich.table import Table
@@ -120,13 +136,15 @@ def _summarise(outcomes: list[dict[str, Any]], report: Path | None) -> None:
 
     console = stderr_console()
     table = Table(title=f"pagedctx replay: {len(outcomes)} bundle(s)", title_justify="left")
-    for column in ("bundle", "status", "rounds", "divergence", "cause"):
+    for column in ("bundle", "status", "rounds", "divergence / tokens", "cause / recall"):
         table.add_column(column)
     for outcome in outcomes:
         divergence = outcome.get("divergence") or {}
         rounds = f"{outcome.get('rounds_replayed', '-')}/{outcome.get('rounds_recorded', '-')}"
         where = f"round {divergence['round']}: {divergence['field']}" if divergence else "-"
         cause = divergence.get("cause") or outcome.get("error") or "-"
+        if outcome.get("mode") == "counterfactual":
+            where, cause = _compared(outcome)
         table.add_row(Path(outcome["bundle"]).name, outcome["status"], rounds, where, str(cause)[:120])
         typer.echo(json.dumps(outcome, ensure_ascii=False))
     if not console.is_terminal:
@@ -156,10 +174,10 @@ def replay(
     executor: str = typer.Option(
         "auto",
         "--executor",
-        metavar="auto|processes|ray",
-        help="processes (--workers of them), ray (a task per bundle; a local cluster on 127.0.0.1 "
-        "unless RAY_ADDRESS names one), or auto: ray when a cluster is attached or a "
-        "counterfactual calls models, else processes.",
+        metavar="MODE",
+        help="auto, processes or ray. processes: --workers of them; ray: a task per bundle, on a "
+        "local cluster on 127.0.0.1 unless RAY_ADDRESS names one; auto: ray when a cluster is "
+        "attached or a counterfactual calls models, else processes.",
     ),
     source: str | None = typer.Option(
         None,

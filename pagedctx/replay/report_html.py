@@ -236,6 +236,7 @@ class _Outcome:
     error: str
     rounds: tuple[_Round, ...]
     answers: tuple[str | None, str | None]
+    asks: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -282,6 +283,7 @@ def _read(index: int, outcome: Mapping[str, Any]) -> _Outcome:
     rounds = outcome.get("rounds")
     divergence = outcome.get("divergence")
     answers = _pair(outcome.get("answers"))
+    asks = outcome.get("asks")
     return _Outcome(
         index=index,
         bundle=_str(outcome.get("bundle")),
@@ -298,6 +300,7 @@ def _read(index: int, outcome: Mapping[str, Any]) -> _Outcome:
         if isinstance(rounds, list | tuple)
         else (),
         answers=(_answer(answers[0]), _answer(answers[1])),
+        asks=tuple(a for a in asks if isinstance(a, Mapping)) if isinstance(asks, list | tuple) else (),
     )
 
 
@@ -609,6 +612,36 @@ def _answers(outcome: _Outcome) -> str:
     )
 
 
+def _share(value: object) -> str:
+    number = _float(value)
+    return "\u2014" if number is None else f"{number:.2f}"
+
+
+def _asks_table(outcome: _Outcome) -> str:
+    """Each ask, recorded against replayed: final tokens, the recall of its labels, the answers."""
+    rows = []
+    for item in outcome.asks:
+        tokens, recall = _pair(item.get("tokens")), _pair(item.get("recall"))
+        answers, needs = _pair(item.get("answers")), item.get("needs")
+        labels = ", ".join(_str(n) for n in needs) if isinstance(needs, list | tuple) and needs else "\u2014"
+        cells = [
+            f'<td class="num">{_count(_int(item.get("ask")))}</td>',
+            f"<td>{_text(_str(item.get('intent')))}</td>",
+            f'<td class="num">{_count(_int(tokens[0]))}</td>',
+            f'<td class="num">{_count(_int(tokens[1]))}</td>',
+            f'<td class="mono">{_e(labels)}</td>',
+            f'<td class="num">{_share(recall[0])}</td>',
+            f'<td class="num">{_share(recall[1])}</td>',
+            f"<td>{'same' if answers[0] == answers[1] else 'differ'}</td>",
+        ]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (
+        '<h3>Asks</h3><table class="asks"><thead><tr><th>ask</th><th>intent</th><th>tokens recorded</th>'
+        "<th>tokens replayed</th><th>labels (needs)</th><th>recall recorded</th><th>recall replayed</th>"
+        f"<th>answers</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _tokens_text(outcome: _Outcome) -> str:
     tokens = outcome.tokens
     if tokens is None:
@@ -672,6 +705,8 @@ def _section(outcome: _Outcome, ordinal: int) -> str:
         )
     elif status != "failed":
         body.append('<p class="empty">no rounds in either run</p>')
+    if outcome.asks and (outcome.mode == "counterfactual" or len(outcome.asks) > 1):
+        body.append(_asks_table(outcome))
     if outcome.mode == "counterfactual" or outcome.answers[0] != outcome.answers[1]:
         body.append(_answers(outcome))
     return (
