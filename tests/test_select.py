@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.select import SelectOptions, select_context
-from pagedctx.host.select.catalog import _MEMO, build_catalog, catalog_dir, load_catalog
+from pagedctx.host.select.catalog import _MEMO, GRACE_SECONDS, build_catalog, catalog_dir, load_catalog
 from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
 from pagedctx.host.select.selection import Candidate, Selection
 from pagedctx.host.store.url import open_store
@@ -87,11 +89,12 @@ def test_catalog_holds_every_chunk_and_the_symbol_graph(index: Index) -> None:
     assert "Router" in {catalog.symbols[s] for s in catalog.referenced(mount).tolist()}
 
 
-def test_catalog_is_cached_per_generation_and_rebuilt_after_a_change(index: Index, repo: Path) -> None:
-    """S5 L0: built once per index generation, read from disk after, rebuilt when chunks change."""
+def test_catalog_is_kept_and_follows_a_change_by_a_delta(index: Index, repo: Path) -> None:
+    """S5 L0 (issue 20): built once, read from disk after, and after a change only the changed
+    file is read: in memory the catalog follows the index; from disk the snapshot is followed."""
     _MEMO.clear()
     first, load = load_catalog(index)
-    assert load.source == "built"
+    assert load.source == "built" and load.saved
     assert load_catalog(index)[1].source == "memory"
     _MEMO.clear()
     again, load = load_catalog(index)
@@ -99,13 +102,39 @@ def test_catalog_is_cached_per_generation_and_rebuilt_after_a_change(index: Inde
     (repo / "app" / "extra.py").write_text("def brand_new_helper():\n    return 1\n")
     index.update([repo])
     fresh, load = load_catalog(index)
-    assert load.source == "built" and "app/extra.py::brand_new_helper" in fresh.ids
-    folders = [p.name for p in catalog_dir(index.store.url).iterdir()]
-    assert len(folders) == 1, "older generations are removed"
+    assert load.source == "followed" and load.files == 1 and not load.saved
+    assert "app/extra.py::brand_new_helper" in fresh.ids
+    _MEMO.clear()
+    followed, load = load_catalog(index)
+    assert (load.source, load.files) == ("disk", 1), "the snapshot is a file behind: that file is read"
+    assert followed.ids == fresh.ids
+    _, load = load_catalog(index, persist=True)
+    assert load.saved, "persist writes a snapshot once the catalog drifted at all"
+    _MEMO.clear()
+    assert load_catalog(index)[1].files == 0
+
+
+def test_older_snapshots_are_removed_after_their_grace(index: Index, repo: Path) -> None:
+    """Issue 20 (cache race): a new snapshot never replaces a folder; older ones go only once
+    older than the grace period, so a reader that chose one still finds it."""
+    _MEMO.clear()
+    load_catalog(index)
+    folder = catalog_dir(index.store.url)
+    old = next(folder.iterdir())
+    (repo / "app" / "extra.py").write_text("def brand_new_helper():\n    return 1\n")
+    index.update([repo])
+    load_catalog(index, persist=True)
+    assert old.exists(), "a snapshot just replaced is kept for readers that chose it"
+    os.utime(old, (time.time() - 10 * GRACE_SECONDS,) * 2)
+    (repo / "app" / "extra.py").write_text("def brand_new_helper():\n    return 2\n")
+    index.update([repo])
+    load_catalog(index, persist=True)
+    names = sorted(p.name for p in folder.iterdir())
+    assert old.name not in names and len(names) == 2, names
 
 
 def test_a_corrupt_cache_is_rebuilt_not_trusted(index: Index) -> None:
-    """Bad input never corrupts state: a damaged cache file is rebuilt."""
+    """Bad input never corrupts state: a damaged snapshot is passed over and rebuilt."""
     _MEMO.clear()
     load_catalog(index)
     _MEMO.clear()
@@ -113,6 +142,11 @@ def test_a_corrupt_cache_is_rebuilt_not_trusted(index: Index) -> None:
     (folder / "strings.json").write_text("{not json")
     catalog, load = load_catalog(index)
     assert load.source == "built" and len(catalog) == index.status().chunks
+    _MEMO.clear()
+    for array in catalog_dir(index.store.url).glob("*/*.npy"):
+        array.write_bytes(b"\x93NUMPY garbage")
+    again, load = load_catalog(index)
+    assert load.source == "built" and again.ids == catalog.ids
 
 
 # --- the pipeline --------------------------------------------------------------------------------------

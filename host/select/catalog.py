@@ -1,50 +1,81 @@
-"""The selection catalog: what diamond selection needs of every chunk, in arrays, cached (S5 L0).
+"""The selection catalog: what diamond selection needs of every chunk, in arrays, kept current by
+deltas (S5 L0, issue 20).
 
 Selecting over an indexed repository must not read 100,000 chunk bodies per intent. The catalog
-holds, per chunk: its id, file, kind, qualified name, lines and enclosing chunk; the symbol graph as
-two compressed adjacency lists (chunk -> symbols it references, symbol -> chunks defining it); and
-two BM25 indexes (bm25s): the *head* of each chunk (name, qualified name, path, skeleton: signature
-and doc comment) and its *identifiers* (every identifier its body mentions, split on
-camelCase/snake_case).
+holds, per chunk: its id, file, kind, qualified name, lines and enclosing chunk; the symbol graph
+(chunk -> symbols it references and defines, symbol -> chunks defining and referencing it); and
+two BM25 fields: the *head* of each chunk (name, qualified name, path, skeleton: signature and doc
+comment) and its *identifiers* (every identifier its body mentions, split on camelCase/snake_case).
 
-It is built from the store once per index generation (`IndexMeta.generation`, bumped by every
-update that changed chunks) and kept on disk under `$PAGEDCTX_HOME/cache/select/`, keyed by the
-store URL; a process keeps the last catalogs it loaded in memory. A cache that cannot be read is
-rebuilt, never trusted half-way.
+Everything in it is a sum of per-file contributions (`FilePart`): rows are grouped by file (files
+in the order of `path + "::"`, so rows stay in chunk-id order), term and symbol vocabularies only
+grow, and the inverted lists are spliced (`postings.py`). A changed, added or removed file
+replaces its rows; the BM25 statistics (document frequencies, lengths) follow from the postings at
+query time. After any sequence of deltas the catalog selects exactly as one built from scratch
+(tests/test_catalog_incremental.py).
+
+Persisted beside the index under `$PAGEDCTX_HOME/cache/select/<digest of the store URL>/`, one
+folder per snapshot, `<instance>-g<generation>-<nonce>`, written whole under a temporary name and
+renamed into place (never over another folder): a reader sees a complete snapshot or none. A
+snapshot records each file's `sys/files/meta` stamp; a loader reads the stamps and applies the
+files that differ (`follow`), so a snapshot a few edits old costs those files, not a rebuild. A new
+snapshot is written when the catalog drifted `SNAPSHOT_DRIFT` files from the one it came from (or
+when asked: `pagedctx index`); snapshots older than the newest are removed after `GRACE_SECONDS`,
+so a reader that chose one a moment ago still finds it. A process keeps its catalog in memory and
+follows the index from there (a warm Session or serve replica). A snapshot of another format, or
+that cannot be read, is rebuilt, never trusted half-way.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-import bm25s
 import numpy as np
 import numpy.typing as npt
 
-from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.index import FILES, Index
+from pagedctx.host.select.postings import Field, Postings, Run, ptr_of, splice_forward, splice_small_enough
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
 from pagedctx.host.text.terms import terms, word_terms
 
-__all__ = ["CATALOG_FORMAT", "Catalog", "build_catalog", "catalog_dir", "load_catalog"]
+__all__ = [
+    "CATALOG_FORMAT",
+    "GRACE_SECONDS",
+    "SNAPSHOT_DRIFT",
+    "Catalog",
+    "CatalogLoad",
+    "FilePart",
+    "build_catalog",
+    "catalog_dir",
+    "file_part",
+    "follow",
+    "load_catalog",
+]
 
-CATALOG_FORMAT = 1  # bump when the layout or the term rules change: old caches are rebuilt
+CATALOG_FORMAT = 2  # bump when the layout or the term rules change: old snapshots are rebuilt
+SNAPSHOT_DRIFT = 32  # files changed since the snapshot on disk before a new one is written
+GRACE_SECONDS = 120.0  # an older snapshot is kept this long after a newer one appeared
 _PATH_SPLIT = re.compile(r"[/\\._\-]+")
 _EXTENSION_TEXT = "py pyi go ts tsx js jsx mjs cjs rs java c h cc cpp cxx hpp hh s asm ld lds"
 _SOURCE_EXTENSIONS = frozenset(_EXTENSION_TEXT.split())
+_SNAPSHOT = re.compile(r"^(?P<instance>[^.][^/]*)-g(?P<generation>\d+)-(?P<nonce>[0-9a-f]{8})$")
 IntArray = npt.NDArray[np.int32]
+PtrArray = npt.NDArray[np.int64]
 
 
 @lru_cache(maxsize=1 << 14)
@@ -61,296 +92,769 @@ def head_terms(name: str, qualname: str, path: str, skeleton: str) -> list[str]:
     return own + own + enclosing + list(path_terms(path)) + terms(skeleton)
 
 
-def identifier_terms(referenced: list[str]) -> list[str]:
+def identifier_terms(referenced: Iterable[str]) -> list[str]:
     """The identifiers field of a chunk: the terms of every identifier its body mentions."""
     return [t for word in referenced for t in word_terms(word)]
 
 
-def _csr(rows: list[list[int]]) -> tuple[IntArray, IntArray]:
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=indptr[1:])
-    flat = np.fromiter((x for r in rows for x in r), dtype=np.int32, count=int(indptr[-1]))
-    return indptr.astype(np.int32), flat
+def _block_key(path: str) -> str:
+    """Files are laid out in this order: chunk ids are `path::name`, so rows stay in id order."""
+    return path + "::"
+
+
+# --- a file's contribution ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """What one file adds to the catalog: its chunks (in id order) and their terms and symbols."""
+
+    path: str
+    stamp: str  # its `sys/files/meta` value when read
+    tokens: int
+    ids: list[str]
+    qualnames: list[str]
+    kinds: list[str]
+    start: list[int]
+    end: list[int]
+    parent: list[int]  # index of the enclosing chunk within the file, -1 for none
+    head: list[list[str]]
+    body: list[list[str]]
+    refs: list[list[str]]  # symbols referenced, sorted, unique
+    defined: list[list[str]]  # symbols defined, sorted, unique
+
+
+def _stamp_tokens(stamp: str) -> int:
+    parts = stamp.split(":")
+    return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
+
+
+def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> FilePart:
+    """The contribution of a file from its stored chunk records (parsed JSON)."""
+    records = sorted(chunks, key=lambda c: str(c["id"]))
+    qualnames = [str(c["qualname"]) for c in records]
+    local = {q: i for i, q in enumerate(qualnames)}  # the last of equal names wins, as before
+    return FilePart(
+        path=path,
+        stamp=stamp,
+        tokens=_stamp_tokens(stamp),
+        ids=[str(c["id"]) for c in records],
+        qualnames=qualnames,
+        kinds=[str(c["kind"]) for c in records],
+        start=[int(c["start_line"]) for c in records],
+        end=[int(c["end_line"]) for c in records],
+        parent=[local.get(c["parent"], -1) if c.get("parent") else -1 for c in records],
+        head=[head_terms(c["name"], c["qualname"], path, c["skeleton"]) for c in records],
+        body=[identifier_terms(c.get("symbols_referenced", ())) for c in records],
+        refs=[sorted(set(c.get("symbols_referenced", ()))) for c in records],
+        defined=[sorted(set(c.get("symbols_defined", ()))) for c in records],
+    )
+
+
+# --- the catalog --------------------------------------------------------------------------------
+
+
+class _Vocabulary:
+    """Names -> ids, growing only (ids of names no row uses any more stay, unused).
+
+    Read from a snapshot, names are found by bisection over the order saved with them (building
+    a dict of 100,000 names would cost a cold `select` more than the selection); names added
+    since are in a small dict.
+    """
+
+    def __init__(self, names: list[str], order: Sequence[int] | None = None) -> None:
+        self.names = names
+        self._order = order  # names[:len(order)] sorted by name
+        self._ids: dict[str, int] | None = None if order is not None else {n: i for i, n in enumerate(names)}
+        self._extra: dict[str, int] = {}
+
+    def get(self, name: str) -> int | None:
+        if self._ids is not None:
+            return self._ids.get(name)
+        found = self._extra.get(name)
+        if found is not None:
+            return found
+        order = self._order or ()
+        at = bisect.bisect_left(order, name, key=self.names.__getitem__)
+        return int(order[at]) if at < len(order) and self.names[order[at]] == name else None
+
+    def sorted_order(self) -> npt.NDArray[np.int32]:
+        """Ids in name order, saved with a snapshot."""
+        return np.array(sorted(range(len(self.names)), key=self.names.__getitem__), dtype=np.int32)
+
+    def grown(self, new_names: Iterable[str]) -> tuple[_Vocabulary, dict[str, int]]:
+        """A vocabulary with `new_names` added (this one is left as it is: readers may hold it),
+        and the id of each of those names."""
+        known: dict[str, int] = {}
+        fresh: list[str] = []
+        base = len(self.names)
+        for name in dict.fromkeys(new_names):
+            found = self.get(name)
+            if found is None:
+                found = base + len(fresh)
+                fresh.append(name)
+            known[name] = found
+        if not fresh:
+            return self, known
+        grown = _Vocabulary(self.names + fresh, self._order if self._ids is None else ())
+        added = {name: known[name] for name in fresh}
+        if self._ids is not None:
+            grown._ids = {**self._ids, **added}
+        else:
+            grown._extra = {**self._extra, **added}
+        return grown, known
 
 
 @dataclass
 class Catalog:
-    """Arrays over the chunks of one index generation (row i = `ids[i]`, ids sorted)."""
+    """Arrays over the chunks of an index (row i = `ids[i]`, rows in id order, grouped by file).
+
+    Immutable once made: `follow` returns a new catalog, so readers in other threads keep theirs.
+    """
 
     instance: str
     generation: int
     base: str
+    paths: list[str]  # every indexed file, sorted
+    stamps: list[str]  # per path: its sys/files/meta value when read
+    file_tokens: IntArray  # per path
+    file_start: PtrArray  # per path: its rows are file_start[p] .. file_start[p] + file_count[p]
+    file_count: PtrArray
     ids: list[str]
     qualnames: list[str]
     kinds: list[str]
-    paths: list[str]
     path_of: IntArray
     start_line: IntArray
     end_line: IntArray
     parent_of: IntArray  # row of the enclosing chunk, -1 for none
-    file_tokens: IntArray  # per path
-    file_rows_ptr: IntArray  # per path: its rows file_rows[ptr[p]:ptr[p+1]]
-    file_rows: IntArray
-    symbols: list[str]
-    refs_ptr: IntArray  # chunk row -> symbol ids refs[ptr[r]:ptr[r+1]]
+    symbol_names: _Vocabulary
+    refs_ptr: PtrArray  # chunk row -> symbol ids refs[ptr[r]:ptr[r+1]] (sorted by name)
     refs: IntArray
-    defs_ptr: IntArray  # symbol id -> defining chunk rows defs[ptr[s]:ptr[s+1]]
-    defs: IntArray
-    users_ptr: IntArray  # symbol id -> rows whose body references it users[ptr[s]:ptr[s+1]]
-    users: IntArray
-    defined_ptr: IntArray  # chunk row -> symbol ids it defines defined[ptr[r]:ptr[r+1]]
+    defined_ptr: PtrArray  # chunk row -> symbol ids it defines
     defined: IntArray
-    head: bm25s.BM25
-    body: bm25s.BM25
+    defs: Postings  # symbol id -> defining rows
+    users: Postings  # symbol id -> rows whose body references it
+    head_terms: _Vocabulary
+    body_terms: _Vocabulary
+    head: Field
+    body: Field
+    drift: int = 0  # files changed since the snapshot this catalog was read from
     _row: dict[str, int] = field(default_factory=dict, repr=False)
-    _symbol: dict[str, int] = field(default_factory=dict, repr=False)
+    _path_index: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def symbols(self) -> list[str]:
+        """Symbol names by id (as defined or referenced; some may no longer be used)."""
+        return self.symbol_names.names
+
     def row(self, chunk_id: str) -> int | None:
-        """The row of a chunk id, or None."""
+        """The row of a chunk id, or None (rows are in id order: bisection, else a dict)."""
+        at = bisect.bisect_left(self.ids, chunk_id)
+        if at < len(self.ids) and self.ids[at] == chunk_id:
+            return at
         if not self._row:
             self._row = {cid: i for i, cid in enumerate(self.ids)}
         return self._row.get(chunk_id)
 
+    def path_index(self, path: str) -> int | None:
+        at = bisect.bisect_left(self.paths, path)
+        if at < len(self.paths) and self.paths[at] == path:
+            return at
+        if not self._path_index:
+            self._path_index = {p: i for i, p in enumerate(self.paths)}
+        return self._path_index.get(path)
+
     def symbol(self, name: str) -> int | None:
         """The id of a symbol name (as defined or referenced), or None."""
-        if not self._symbol:
-            self._symbol = {s: i for i, s in enumerate(self.symbols)}
-        return self._symbol.get(name)
+        return self.symbol_names.get(name)
 
     def referenced(self, row: int) -> IntArray:
         return self.refs[self.refs_ptr[row] : self.refs_ptr[row + 1]]
 
     def defining(self, symbol: int) -> IntArray:
-        return self.defs[self.defs_ptr[symbol] : self.defs_ptr[symbol + 1]]
+        return self.defs.rows_of(symbol)
 
     def users_of(self, symbol: int) -> IntArray:
-        return self.users[self.users_ptr[symbol] : self.users_ptr[symbol + 1]]
+        return self.users.rows_of(symbol)
 
     def defined_by(self, row: int) -> IntArray:
         return self.defined[self.defined_ptr[row] : self.defined_ptr[row + 1]]
 
     def rows_in_file(self, path_index: int) -> IntArray:
-        return self.file_rows[self.file_rows_ptr[path_index] : self.file_rows_ptr[path_index + 1]]
+        start = int(self.file_start[path_index])
+        return np.arange(start, start + int(self.file_count[path_index]), dtype=np.int32)
+
+    def lexical(self, query: Sequence[str]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """BM25 of every row over the heads and over the body identifiers (float32, as bm25s)."""
+        head = [i for t in query if (i := self.head_terms.get(t)) is not None]
+        body = [i for t in query if (i := self.body_terms.get(t)) is not None]
+        return self.head.scores(head), self.body.scores(body)
 
     # --- persistence ------------------------------------------------------------------------------
 
     _ARRAYS: ClassVar[tuple[str, ...]] = (
-        "path_of", "start_line", "end_line", "parent_of", "file_tokens", "file_rows_ptr", "file_rows",
-        "refs_ptr", "refs", "defs_ptr", "defs", "users_ptr", "users", "defined_ptr", "defined",
+        "file_tokens", "file_start", "file_count", "path_of", "start_line", "end_line", "parent_of",
+        "refs_ptr", "refs", "defined_ptr", "defined",
     )  # fmt: skip
+    _FIELDS: ClassVar[tuple[str, ...]] = ("forward_ptr", "forward_terms", "forward_tf", "lengths")
 
-    def save(self, folder: Path) -> None:
-        """Write the catalog to `folder` atomically (a temporary sibling renamed into place)."""
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    def _arrays(self) -> dict[str, npt.NDArray[Any]]:
+        out: dict[str, npt.NDArray[Any]] = {name: getattr(self, name) for name in self._ARRAYS}
+        for name, lists in (("defs", self.defs), ("users", self.users)):
+            out.update({f"{name}.ptr": lists.ptr, f"{name}.rows": lists.rows, f"{name}.data": lists.data})
+        out["symbols.order"] = self.symbol_names.sorted_order()
+        out["head_terms.order"] = self.head_terms.sorted_order()
+        out["body_terms.order"] = self.body_terms.sorted_order()
+        for name, bm25 in (("head", self.head), ("body", self.body)):
+            out.update({f"{name}.{part}": getattr(bm25, part) for part in self._FIELDS})
+            lists = bm25.postings
+            out.update({f"{name}.ptr": lists.ptr, f"{name}.rows": lists.rows, f"{name}.data": lists.data})
+        return out
+
+    def save(self, parent: Path) -> Path:
+        """Write a snapshot under `parent`: written whole under a temporary name, then renamed to a
+        name no other snapshot has (a reader sees all of it or nothing). Returns its folder."""
+        parent.mkdir(parents=True, exist_ok=True)
+        nonce = uuid.uuid4().hex[:8]
+        final = parent / f"{self.instance or 'none'}-g{self.generation}-{nonce}"
+        tmp = parent / f".tmp-{final.name}"
+        tmp.mkdir()
         try:
-            np.savez(tmp / "arrays.npz", **{name: getattr(self, name) for name in self._ARRAYS})
+            for name, array in self._arrays().items():
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
             strings = {
                 "format": CATALOG_FORMAT,
                 "instance": self.instance,
                 "generation": self.generation,
                 "base": self.base,
+                "paths": self.paths,
+                "stamps": self.stamps,
                 "ids": self.ids,
                 "qualnames": self.qualnames,
                 "kinds": self.kinds,
-                "paths": self.paths,
-                "symbols": self.symbols,
+                "symbols": self.symbol_names.names,
+                "head_terms": self.head_terms.names,
+                "body_terms": self.body_terms.names,
             }
             (tmp / "strings.json").write_text(json.dumps(strings), encoding="utf-8")
-            self.head.save(str(tmp / "head"), show_progress=False)
-            self.body.save(str(tmp / "body"), show_progress=False)
-            if folder.exists():
-                shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
+            os.rename(tmp, final)  # a new name: never replaces a folder a reader may be in
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        return final
 
     @classmethod
     def load(cls, folder: Path) -> Catalog:
-        """Read a saved catalog; any problem raises (the caller rebuilds)."""
+        """Read a snapshot; any problem raises (the caller tries another or rebuilds)."""
         strings = json.loads((folder / "strings.json").read_text(encoding="utf-8"))
         if strings.get("format") != CATALOG_FORMAT:
             raise ValueError(f"catalog format {strings.get('format')} is not {CATALOG_FORMAT}")
-        with np.load(folder / "arrays.npz") as data:
-            arrays = {name: data[name] for name in cls._ARRAYS}
-        return cls(
+        arrays: dict[str, Any] = {}
+        for path in folder.glob("*.npy"):
+            arrays[path.name[:-4]] = np.asarray(np.load(path, mmap_mode="r", allow_pickle=False))
+
+        def lists(name: str) -> Postings:
+            return Postings(arrays[f"{name}.ptr"], arrays[f"{name}.rows"], arrays[f"{name}.data"])
+
+        def bm25(name: str) -> Field:
+            parts = {part: arrays[f"{name}.{part}"] for part in cls._FIELDS}
+            return Field(postings=lists(name), **parts)
+
+        catalog = cls(
             instance=strings["instance"],
             generation=strings["generation"],
             base=strings["base"],
+            paths=strings["paths"],
+            stamps=strings["stamps"],
             ids=strings["ids"],
             qualnames=strings["qualnames"],
             kinds=strings["kinds"],
-            paths=strings["paths"],
-            symbols=strings["symbols"],
-            head=bm25s.BM25.load(str(folder / "head"), show_progress=False),
-            body=bm25s.BM25.load(str(folder / "body"), show_progress=False),
-            **arrays,
+            symbol_names=_Vocabulary(strings["symbols"], arrays["symbols.order"].tolist()),
+            head_terms=_Vocabulary(strings["head_terms"], arrays["head_terms.order"].tolist()),
+            body_terms=_Vocabulary(strings["body_terms"], arrays["body_terms.order"].tolist()),
+            defs=lists("defs"),
+            users=lists("users"),
+            head=bm25("head"),
+            body=bm25("body"),
+            **{name: arrays[name] for name in cls._ARRAYS},
         )
+        if not len(catalog.paths) == len(catalog.stamps) == len(catalog.file_start):
+            raise ValueError("catalog snapshot is inconsistent: paths, stamps and file rows differ")
+        if not len(catalog.ids) == len(catalog.path_of) == len(catalog.head.lengths):
+            raise ValueError("catalog snapshot is inconsistent: ids and row arrays differ")
+        return catalog
 
 
-def _bm25(corpus: list[list[str]]) -> bm25s.BM25:
-    model = bm25s.BM25(k1=1.2, b=0.75)
-    if not any(corpus):  # no terms at all (an empty index): one placeholder keeps the maths defined
-        corpus = [["\x00"] for _ in corpus] or [["\x00"]]
-    model.index(corpus, show_progress=False)
-    return model
+def _empty(instance: str = "", generation: int = 0, base: str = "") -> Catalog:
+    ptr = np.zeros(1, dtype=np.int64)
+    ints = np.zeros(0, dtype=np.int32)
 
+    def bm25() -> Field:
+        return Field(ptr, ints, ints, Postings(ptr, ints, ints), ints)
 
-class _Rows:
-    """Per-chunk lists filled in one pass over the stored chunks."""
-
-    def __init__(self, paths: list[str], file_tokens: list[int], size: int) -> None:
-        self.paths = paths
-        self.path_row = {p: i for i, p in enumerate(paths)}
-        self.file_tokens = file_tokens
-        self.per_file: list[list[int]] = [[] for _ in paths]
-        self.qualnames: list[str] = []
-        self.kinds: list[str] = []
-        self.path_of = np.zeros(size, dtype=np.int32)
-        self.start = np.zeros(size, dtype=np.int32)
-        self.end = np.zeros(size, dtype=np.int32)
-        self.parents: list[tuple[str, str] | None] = []
-        self.symbol_ids: dict[str, int] = {}
-        self.refs: list[list[int]] = []
-        self.defined: list[list[int]] = []
-        self.heads: list[list[str]] = []
-        self.bodies: list[list[str]] = []
-
-    def _path(self, path: str) -> int:
-        p = self.path_row.get(path)
-        if p is None:  # a file record removed under us; keep the chunk addressable under its path
-            p = self.path_row[path] = len(self.paths)
-            self.paths.append(path)
-            self.per_file.append([])
-            self.file_tokens.append(0)
-        return p
-
-    def _symbols(self, names: list[str]) -> list[int]:
-        ids = self.symbol_ids
-        return sorted({ids.setdefault(name, len(ids)) for name in names})
-
-    def add(self, row: int, chunk: dict[str, Any]) -> None:
-        path = chunk["path"]
-        p = self._path(path)
-        self.path_of[row] = p
-        self.per_file[p].append(row)
-        self.qualnames.append(chunk["qualname"])
-        self.kinds.append(chunk["kind"])
-        self.start[row], self.end[row] = chunk["start_line"], chunk["end_line"]
-        parent = chunk.get("parent")
-        self.parents.append((path, parent) if parent else None)
-        referenced = list(chunk.get("symbols_referenced", ()))
-        self.refs.append(self._symbols(referenced))
-        self.defined.append(self._symbols(list(chunk.get("symbols_defined", ()))))
-        self.heads.append(head_terms(chunk["name"], chunk["qualname"], path, chunk["skeleton"]))
-        self.bodies.append(identifier_terms(referenced))
-
-    def parent_rows(self) -> IntArray:
-        by_qualname = {(self.paths[self.path_of[r]], q): r for r, q in enumerate(self.qualnames)}
-        return np.array([by_qualname.get(p, -1) if p else -1 for p in self.parents], dtype=np.int32)
-
-    def inverted(self, lists: list[list[int]]) -> list[list[int]]:
-        """symbol -> rows, from row -> symbols."""
-        out: list[list[int]] = [[] for _ in range(len(self.symbol_ids))]
-        for row, symbols in enumerate(lists):
-            for symbol in symbols:
-                out[symbol].append(row)
-        return out
-
-
-def build_catalog(index: Index) -> Catalog:
-    """Read every chunk of the index once and build the catalog (seconds for ~100k chunks)."""
-    meta = index.meta()
-    raw_chunks = index.store.hgetall(keys.CHUNKS)
-    ids = sorted(raw_chunks)
-    files = index.store.hgetall(keys.FILES_META)
-    paths = sorted(files)
-    rows = _Rows(paths, [int(files[p].split(":")[2]) for p in paths], len(ids))
-    for row, chunk_id in enumerate(ids):
-        rows.add(row, json.loads(raw_chunks[chunk_id]))
-    refs_ptr, refs = _csr(rows.refs)
-    defs_ptr, defs = _csr(rows.inverted(rows.defined))
-    users_ptr, users = _csr(rows.inverted(rows.refs))
-    defined_ptr, defined = _csr(rows.defined)
-    files_ptr, files_flat = _csr(rows.per_file)
     return Catalog(
-        instance=meta.instance,
-        generation=meta.generation,
-        base=meta.base or "",
-        ids=ids,
-        qualnames=rows.qualnames,
-        kinds=rows.kinds,
-        paths=rows.paths,
-        path_of=rows.path_of,
-        start_line=rows.start,
-        end_line=rows.end,
-        parent_of=rows.parent_rows(),
-        file_tokens=np.array(rows.file_tokens, dtype=np.int32),
-        file_rows_ptr=files_ptr,
-        file_rows=files_flat,
-        symbols=list(rows.symbol_ids),
-        refs_ptr=refs_ptr,
-        refs=refs,
-        defs_ptr=defs_ptr,
-        defs=defs,
-        users_ptr=users_ptr,
-        users=users,
-        defined_ptr=defined_ptr,
-        defined=defined,
-        head=_bm25(rows.heads),
-        body=_bm25(rows.bodies),
+        instance=instance,
+        generation=generation,
+        base=base,
+        paths=[],
+        stamps=[],
+        file_tokens=ints,
+        file_start=np.zeros(0, dtype=np.int64),
+        file_count=np.zeros(0, dtype=np.int64),
+        ids=[],
+        qualnames=[],
+        kinds=[],
+        path_of=ints,
+        start_line=ints,
+        end_line=ints,
+        parent_of=ints,
+        symbol_names=_Vocabulary([]),
+        refs_ptr=ptr,
+        refs=ints,
+        defined_ptr=ptr,
+        defined=ints,
+        defs=Postings(ptr, ints, ints),
+        users=Postings(ptr, ints, ints),
+        head_terms=_Vocabulary([]),
+        body_terms=_Vocabulary([]),
+        head=bm25(),
+        body=bm25(),
     )
 
 
+# --- deltas -------------------------------------------------------------------------------------
+
+
+def _forward_terms(
+    ids: Mapping[str, int], documents: list[list[str]]
+) -> tuple[PtrArray, IntArray, IntArray, IntArray]:
+    """(ptr, term ids, frequencies, lengths) of some rows' term lists: each row's distinct terms in
+    order of first appearance."""
+    lengths: list[int] = []
+    counts: list[int] = []
+    flat: list[int] = []
+    freqs: list[int] = []
+    for document in documents:
+        seen: dict[str, int] = {}
+        for term in document:
+            seen[term] = seen.get(term, 0) + 1
+        lengths.append(len(document))
+        counts.append(len(seen))
+        flat.extend(ids[t] for t in seen)
+        freqs.extend(seen.values())
+    return (
+        ptr_of(counts),
+        np.array(flat, dtype=np.int32),
+        np.array(freqs, dtype=np.int32),
+        np.array(lengths, dtype=np.int32),
+    )
+
+
+def _forward_symbols(ids: Mapping[str, int], lists: list[list[str]]) -> tuple[PtrArray, IntArray]:
+    return ptr_of([len(names) for names in lists]), np.array(
+        [ids[n] for names in lists for n in names], dtype=np.int32
+    )
+
+
+def _gather(ptr: PtrArray, flat: npt.NDArray[Any], ranges: list[tuple[int, int]]) -> npt.NDArray[Any]:
+    """The forward values of some row ranges, concatenated."""
+    pieces = [flat[ptr[start] : ptr[stop]] for start, stop in ranges]
+    return np.concatenate(pieces) if pieces else flat[:0]
+
+
+def _joined(pieces: Sequence[npt.NDArray[np.int32]]) -> IntArray:
+    return np.concatenate(pieces).astype(np.int32, copy=False) if pieces else np.zeros(0, np.int32)
+
+
+class _Entries:
+    """Entries of an inverted list added by a delta: (key, row, value) in three growing lists."""
+
+    def __init__(self) -> None:
+        self.keys: list[IntArray] = []
+        self.rows: list[IntArray] = []
+        self.data: list[IntArray] = []
+
+    def add(self, ptr: PtrArray, keys: IntArray, first_row: int, data: IntArray | None = None) -> None:
+        rows = np.arange(first_row, first_row + len(ptr) - 1, dtype=np.int32)
+        self.keys.append(keys)
+        self.rows.append(np.repeat(rows, np.diff(ptr)).astype(np.int32))
+        self.data.append(data if data is not None else np.ones(len(keys), dtype=np.int32))
+
+    def arrays(self) -> tuple[IntArray, IntArray, IntArray]:
+        return _joined(self.keys), _joined(self.rows), _joined(self.data)
+
+
+class _Forward:
+    """A forward list being spliced: the runs of old rows kept and of new rows, in row order."""
+
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self.data_runs: list[Run] = []
+        self.added = _Entries()
+
+    def keep(self, run: Run) -> None:
+        self.runs.append(run)
+        self.data_runs.append(run)
+
+    def new(self, ptr: PtrArray, keys: IntArray, first_row: int, data: IntArray | None = None) -> None:
+        self.runs.append(Run(part=(ptr, keys)))
+        self.data_runs.append(Run(part=(ptr, data if data is not None else np.ones(len(keys), np.int32))))
+        self.added.add(ptr, keys, first_row, data)
+
+
+class _Delta:
+    """One application of file parts to a catalog (see `apply`)."""
+
+    def __init__(self, old: Catalog, parts: Mapping[str, FilePart | None]) -> None:
+        self.old = old
+        self.changed = len(parts)
+        old_index = {p: i for i, p in enumerate(old.paths)}
+        self.old_index = old_index
+        self.kept = [p for p in old.paths if p not in parts]
+        self.fresh = {p: part for p, part in parts.items() if part is not None}
+        self.paths = sorted([*self.kept, *self.fresh])
+        self.block_order = sorted(self.paths, key=_block_key)
+        self.removed_ranges = sorted(
+            (int(old.file_start[i]), int(old.file_start[i] + old.file_count[i]))
+            for p in parts
+            if (i := old_index.get(p)) is not None and old.file_count[i]
+        )
+        self.row_map = np.full(len(old), -1, dtype=np.int32)
+        self.runs: list[Run | tuple[int, FilePart]] = []  # old rows kept, or (first new row, part)
+        self.counts: list[int] = []  # rows per file, in block order
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        """Runs of old rows kept and new parts, in block order, and where each old row goes."""
+        old, position = self.old, 0
+        for path in self.block_order:
+            part = self.fresh.get(path)
+            if part is not None:
+                self.runs.append((position, part))
+                self.counts.append(len(part.ids))
+                position += len(part.ids)
+                continue
+            i = self.old_index[path]
+            start, count = int(old.file_start[i]), int(old.file_count[i])
+            self.counts.append(count)
+            if not count:
+                continue
+            self.row_map[start : start + count] = np.arange(position, position + count, dtype=np.int32)
+            last = self.runs[-1] if self.runs else None
+            if isinstance(last, Run) and last.stop == start:
+                self.runs[-1] = Run(last.start, start + count)
+            else:
+                self.runs.append(Run(start, start + count))
+            position += count
+        self.rows = position
+
+    def _new_parts(self) -> list[tuple[int, FilePart]]:
+        return [run for run in self.runs if isinstance(run, tuple)]
+
+    def _inverse(
+        self, old: Postings, n_keys: int, removed: IntArray, forward: tuple[Any, ...], added: _Entries
+    ) -> Postings:
+        """Inverted lists after the delta: spliced when it is small, else inverted afresh."""
+        entries = added.arrays()
+        if splice_small_enough(len(entries[0])):
+            added_keys, added_rows, added_data = entries
+            return old.spliced(
+                n_keys,
+                row_map=self.row_map,
+                removed_keys=removed,
+                added_keys=added_keys,
+                added_rows=added_rows,
+                added_data=added_data,
+            )
+        return Postings.invert(n_keys, *forward)
+
+    def _field(self, before: Field, vocabulary: _Vocabulary, ids: Mapping[str, int], documents: str) -> Field:
+        """A BM25 field after the delta (`documents`: the FilePart attribute holding its term lists)."""
+        forward = _Forward()
+        lengths: list[IntArray] = []
+        for run in self.runs:
+            if isinstance(run, Run):
+                forward.keep(run)
+                lengths.append(before.lengths[run.start : run.stop])
+                continue
+            first, part = run
+            ptr, flat, freqs, doc_lengths = _forward_terms(ids, getattr(part, documents))
+            forward.new(ptr, flat, first, freqs)
+            lengths.append(doc_lengths)
+        ptr, flat = splice_forward(before.forward_ptr, before.forward_terms, forward.runs)
+        _, freqs = splice_forward(before.forward_ptr, before.forward_tf, forward.data_runs)
+        removed = _gather(before.forward_ptr, before.forward_terms, self.removed_ranges)
+        inverted = self._inverse(
+            before.postings, len(vocabulary.names), removed, (ptr, flat, freqs), forward.added
+        )
+        return Field(ptr, flat, freqs, inverted, _joined(lengths))
+
+    def _symbols(self, ids: Mapping[str, int], n_symbols: int) -> dict[str, Any]:
+        """The symbol graph after the delta: refs and defined forward, users and defs inverted."""
+        old = self.old
+        out: dict[str, Any] = {}
+        for name, inverse, ptr_name in (("refs", "users", "refs_ptr"), ("defined", "defs", "defined_ptr")):
+            forward = _Forward()
+            for run in self.runs:
+                if isinstance(run, Run):
+                    forward.keep(run)
+                else:
+                    first, part = run
+                    ptr, flat = _forward_symbols(ids, getattr(part, name))
+                    forward.new(ptr, flat, first)
+            old_ptr, old_flat = getattr(old, ptr_name), getattr(old, name)
+            out[ptr_name], out[name] = splice_forward(old_ptr, old_flat, forward.runs)
+            removed = _gather(old_ptr, old_flat, self.removed_ranges)
+            forward_lists = (out[ptr_name], out[name], None)
+            out[inverse] = self._inverse(
+                getattr(old, inverse), n_symbols, removed, forward_lists, forward.added
+            )
+        return out
+
+    def _rows(self) -> dict[str, Any]:
+        """Per-row strings and lines, and each row's enclosing row, after the delta."""
+        old = self.old
+        ids: list[str] = []
+        qualnames: list[str] = []
+        kinds: list[str] = []
+        starts: list[IntArray] = []
+        ends: list[IntArray] = []
+        parents: list[IntArray] = []
+        for run in self.runs:
+            if isinstance(run, Run):
+                s, e = run.start, run.stop
+                ids += old.ids[s:e]
+                qualnames += old.qualnames[s:e]
+                kinds += old.kinds[s:e]
+                starts.append(old.start_line[s:e])
+                ends.append(old.end_line[s:e])
+                parent = np.asarray(old.parent_of[s:e])
+                parents.append(
+                    np.where(parent >= 0, self.row_map[np.maximum(parent, 0)], -1).astype(np.int32)
+                )
+                continue
+            first, part = run
+            ids += part.ids
+            qualnames += part.qualnames
+            kinds += part.kinds
+            starts.append(np.array(part.start, dtype=np.int32))
+            ends.append(np.array(part.end, dtype=np.int32))
+            local = np.array(part.parent, dtype=np.int32)
+            parents.append(np.where(local >= 0, local + first, -1).astype(np.int32))
+        return {
+            "ids": ids,
+            "qualnames": qualnames,
+            "kinds": kinds,
+            "start_line": _joined(starts),
+            "end_line": _joined(ends),
+            "parent_of": _joined(parents),
+        }
+
+    def _files(self) -> dict[str, Any]:
+        """Per-file stamps, token sizes and row ranges, and each row's file, after the delta."""
+        old, fresh = self.old, self.fresh
+        path_rows = {p: i for i, p in enumerate(self.paths)}
+        order = np.array([path_rows[p] for p in self.block_order], dtype=np.int64)
+        counts = np.array(self.counts, dtype=np.int64)
+        file_start = np.zeros(len(self.paths), dtype=np.int64)
+        file_count = np.zeros(len(self.paths), dtype=np.int64)
+        file_start[order] = ptr_of(counts)[:-1]
+        file_count[order] = counts
+        stamps = {p: old.stamps[self.old_index[p]] for p in self.kept} | {
+            p: f.stamp for p, f in fresh.items()
+        }
+        tokens = {p: int(old.file_tokens[self.old_index[p]]) for p in self.kept}
+        tokens |= {p: f.tokens for p, f in fresh.items()}
+        return {
+            "paths": self.paths,
+            "stamps": [stamps[p] for p in self.paths],
+            "file_tokens": np.array([tokens[p] for p in self.paths], dtype=np.int32),
+            "file_start": file_start,
+            "file_count": file_count,
+            "path_of": np.repeat(order.astype(np.int32), counts),
+        }
+
+    def result(self, generation: int) -> Catalog:
+        old, new_parts = self.old, self._new_parts()
+        symbols, symbol_ids = old.symbol_names.grown(
+            n for _, part in new_parts for names in (*part.refs, *part.defined) for n in names
+        )
+        head_terms, head_ids = old.head_terms.grown(t for _, p in new_parts for doc in p.head for t in doc)
+        body_terms, body_ids = old.body_terms.grown(t for _, p in new_parts for doc in p.body for t in doc)
+        catalog = Catalog(
+            instance=old.instance,
+            generation=generation,
+            base=old.base,
+            symbol_names=symbols,
+            head_terms=head_terms,
+            body_terms=body_terms,
+            head=self._field(old.head, head_terms, head_ids, "head"),
+            body=self._field(old.body, body_terms, body_ids, "body"),
+            drift=old.drift + self.changed,
+            **self._files(),
+            **self._rows(),
+            **self._symbols(symbol_ids, len(symbols.names)),
+        )
+        if len(catalog.ids) != self.rows:  # pragma: no cover - an invariant, not an input
+            raise AssertionError(f"catalog delta lost rows: {len(catalog.ids)} vs {self.rows}")
+        return catalog
+
+
+def apply(catalog: Catalog, parts: Mapping[str, FilePart | None], *, generation: int) -> Catalog:
+    """The catalog with these files replaced (a FilePart) or removed (None): see the module docstring."""
+    return _Delta(catalog, parts).result(generation)
+
+
+# --- reading the index --------------------------------------------------------------------------
+
+
+def _parts_of(index: Index, stamps: Mapping[str, str], paths: Sequence[str]) -> dict[str, FilePart]:
+    """The contributions of some files, read from the store (their records, then their chunks)."""
+    wanted = [p for p in paths if p in stamps]
+    chunk_ids: dict[str, list[str]] = {}
+    for path, raw in zip(wanted, index.store.hmget(FILES, wanted), strict=True):
+        chunk_ids[path] = list(json.loads(raw).get("chunk_ids", ())) if raw else []
+    every = [c for ids in chunk_ids.values() for c in ids]
+    found = dict(zip(every, index.store.hmget(keys.CHUNKS, every), strict=True)) if every else {}
+    return {
+        path: file_part(path, stamps[path], [json.loads(r) for c in ids if (r := found.get(c)) is not None])
+        for path, ids in chunk_ids.items()
+    }
+
+
+def build_catalog(index: Index) -> Catalog:
+    """Read every file's chunks once and build the catalog from nothing."""
+    meta = index.meta()  # read first: a writer finishing meanwhile bumps it, and the next load follows
+    stamps = index.store.hgetall(keys.FILES_META)
+    records = index.store.hgetall(FILES)
+    raw_chunks = index.store.hgetall(keys.CHUNKS)
+    parts: dict[str, FilePart | None] = {}
+    for path in sorted(stamps):
+        raw = records.get(path)
+        ids = json.loads(raw).get("chunk_ids", ()) if raw else ()
+        chunks = [json.loads(r) for c in ids if (r := raw_chunks.get(c)) is not None]
+        parts[path] = file_part(path, stamps[path], chunks)
+    catalog = apply(
+        _empty(meta.instance, meta.generation, meta.base or ""), parts, generation=meta.generation
+    )
+    return replace(catalog, drift=0)
+
+
+def follow(catalog: Catalog, index: Index) -> Catalog:
+    """The catalog brought to the index's current state: only files whose stamp differs are read."""
+    meta = index.meta()
+    if meta.instance != catalog.instance or (meta.base or "") != catalog.base:
+        rebuilt = build_catalog(index)  # another index, or re-based: every path moved
+        return replace(rebuilt, drift=max(len(rebuilt.paths), SNAPSHOT_DRIFT + 1))
+    if meta.generation == catalog.generation:
+        return catalog
+    stamps = index.store.hgetall(keys.FILES_META)
+    known = dict(zip(catalog.paths, catalog.stamps, strict=True))
+    changed = [p for p, stamp in stamps.items() if known.get(p) != stamp]
+    gone = [p for p in known if p not in stamps]
+    if not changed and not gone:
+        return replace(catalog, generation=meta.generation, _row=catalog._row)
+    parts: dict[str, FilePart | None] = dict.fromkeys(gone)
+    parts.update(_parts_of(index, stamps, changed))
+    return apply(catalog, parts, generation=meta.generation)
+
+
+# --- the cache ----------------------------------------------------------------------------------
+
+
 def catalog_dir(store_url: str, home: Path | None = None) -> Path:
-    """Where the catalogs of a store are cached: `<home>/cache/select/<digest of the URL>`."""
+    """Where the catalogs of a store are kept: `<home>/cache/select/<digest of the URL>`."""
     digest = hashlib.sha256(store_url.encode()).hexdigest()[:16]
     return (home or default_home()) / "cache" / "select" / digest
 
 
-_MEMO: dict[tuple[str, str, int], Catalog] = {}
+def _snapshots(folder: Path, instance: str) -> list[Path]:
+    """Complete snapshots of an index, newest generation first (then newest written)."""
+    found: list[tuple[int, float, Path]] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            match = _SNAPSHOT.match(entry.name)
+            if match is None or match["instance"] != (instance or "none"):
+                continue
+            with contextlib.suppress(OSError):
+                found.append((int(match["generation"]), entry.stat().st_mtime, Path(entry.path)))
+    return [path for _, _, path in sorted(found, reverse=True)]
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove snapshots other than `keep` once older than the grace period, and stale temporaries."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.path == str(keep):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat().st_mtime > GRACE_SECONDS:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+_MEMO: dict[tuple[str, str], Catalog] = {}
 _MEMO_LOCK = threading.Lock()
-_MEMO_SIZE = 2
+_MEMO_SIZE = 4
 
 
 @dataclass
 class CatalogLoad:
     """How a catalog was obtained, for progress lines and benchmarks."""
 
-    source: str  # "memory" | "disk" | "built"
+    source: str  # "memory" | "followed" | "disk" | "built"
     seconds: float
+    files: int = 0  # files applied as a delta
+    saved: bool = False
 
 
-def load_catalog(index: Index, *, home: Path | None = None) -> tuple[Catalog, CatalogLoad]:
-    """The catalog of the index's current generation: from memory, from disk, or built and saved."""
-    started = time.perf_counter()
-    meta = index.meta()
-    generation = meta.generation
-    key = (index.store.url, meta.instance, generation)
+def _remember(key: tuple[str, str], catalog: Catalog) -> None:
     with _MEMO_LOCK:
-        cached = _MEMO.get(key)
-    if cached is not None:
-        return cached, CatalogLoad("memory", time.perf_counter() - started)
-    folder = catalog_dir(index.store.url, home) / f"{meta.instance or 'none'}-g{generation}"
-    source = "disk"
-    try:
-        catalog = Catalog.load(folder)
-    except (OSError, ValueError, KeyError):
-        source = "built"
-        catalog = build_catalog(index)
-        parent = folder.parent
-        if parent.exists():  # older generations are dead weight
-            for old in parent.iterdir():
-                if old.name != folder.name and not old.name.startswith(folder.name + "."):
-                    shutil.rmtree(old, ignore_errors=True)
-        with contextlib.suppress(OSError):  # a read-only home only costs a rebuild next time
-            catalog.save(folder)
-    with _MEMO_LOCK:
+        _MEMO.pop(key, None)
         _MEMO[key] = catalog
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
-    return catalog, CatalogLoad(source, time.perf_counter() - started)
+
+
+def load_catalog(
+    index: Index, *, home: Path | None = None, persist: bool = False
+) -> tuple[Catalog, CatalogLoad]:
+    """The catalog of the index's current state: from memory or disk, followed by the files that
+    changed since, or built; a snapshot is written when it drifted `SNAPSHOT_DRIFT` files (or
+    with `persist`, when it drifted at all)."""
+    started = time.perf_counter()
+    meta = index.meta()
+    key = (index.store.url, meta.instance)
+    with _MEMO_LOCK:
+        cached = _MEMO.get(key)
+    source = "memory"
+    catalog: Catalog | None = cached
+    if catalog is None:
+        folder = catalog_dir(index.store.url, home)
+        for snapshot in _snapshots(folder, meta.instance):
+            try:
+                catalog = Catalog.load(snapshot)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # removed under us, damaged, or another format: try the next, else build
+            source = "disk"
+            break
+    before = catalog.drift if catalog is not None else 0
+    if catalog is None:
+        catalog, source = build_catalog(index), "built"
+    elif catalog.generation != meta.generation or catalog.instance != meta.instance:
+        catalog = follow(catalog, index)
+        source = "followed" if source == "memory" else source
+    files = catalog.drift - before if source != "built" else 0
+    saved = False
+    if catalog.drift > (0 if persist else SNAPSHOT_DRIFT) or source == "built":
+        with contextlib.suppress(OSError):  # a read-only home only costs a rebuild next time
+            parent = catalog_dir(index.store.url, home)
+            written = replace(catalog, drift=0, _row=catalog._row)
+            _prune(parent, written.save(parent))
+            catalog, saved = written, True
+    if catalog is not cached:
+        _remember(key, catalog)
+    return catalog, CatalogLoad(source, time.perf_counter() - started, files=files, saved=saved)

@@ -58,16 +58,19 @@ def select_context(
     policy: SelectionPolicy | None = None,
     options: SelectOptions | None = None,
     scope: Sequence[str] = (),
+    catalog: Catalog | None = None,
 ) -> Selection:
     """Select the context for `intent` within `budget.total` tokens, split by its shares (see the
     module docstring).
 
     `scope`: index paths (`Index.scope_of(roots)`) the selection keeps to, when the store holds
-    more than the repositories asked about; empty: the whole index.
+    more than the repositories asked about; empty: the whole index. `catalog`: the index's
+    catalog when the caller holds it (default: `load_catalog(index)`).
     """
     if not intent.strip():
         raise UsageError("the intent is empty: say what change the context is for")
-    catalog, _ = load_catalog(index)
+    if catalog is None:
+        catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
     ranking = rank(catalog, intent, scope)
     return _Pipeline(index, catalog, ranking, chosen, options or SelectOptions()).run(intent, budget)

@@ -96,14 +96,13 @@ def _mentions(catalog: Catalog, intent: str) -> dict[int, float]:
 def lexical_scores(catalog: Catalog, query: list[str]) -> FloatArray:
     """BM25 over chunk heads plus `BODY` times BM25 over body identifiers, for every row (unnormalised).
 
-    An empty query (every word a stop word) scores every row 0; bm25s cannot score it.
+    An empty query (every word a stop word) scores every row 0.
     """
     n = len(catalog)
     if not query:
         return np.zeros(n)
-    head = np.asarray(catalog.head.get_scores(query), dtype=np.float64)[:n]
-    body = np.asarray(catalog.body.get_scores(query), dtype=np.float64)[:n]
-    return head + BODY * body
+    head, body = catalog.lexical(query)
+    return np.asarray(head, dtype=np.float64) + BODY * np.asarray(body, dtype=np.float64)
 
 
 def scope_mask(catalog: Catalog, scope: Sequence[str]) -> npt.NDArray[np.bool_] | None:

@@ -1,0 +1,167 @@
+"""Lists that follow a delta: forward (row -> keys) and inverted (key -> rows), and BM25 over them.
+
+The selection catalog (S5 L0) changes a file at a time. Its rows are grouped by file, so a change
+replaces a few runs of rows: a forward list is spliced by runs (`splice_forward`), and an inverted
+list drops the entries of removed rows, renumbers the rest and inserts the new ones in place
+(`Postings.spliced`), in time proportional to the arrays copied, with no sort of the whole. Both
+give exactly the arrays a build from scratch gives (`Postings.invert`): within a key, rows ascend.
+
+`Field` is a BM25 index (Lucene idf, k1=1.2, b=0.75) kept as postings of term frequencies; it
+computes at query time, for the query's terms only, the float32 scores bm25s precomputes, bit for
+bit, so a ranking does not change when the index behind it became incremental.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["K1", "B", "Field", "Postings", "Run", "splice_forward"]
+
+K1 = 1.2
+B = 0.75
+IntArray = npt.NDArray[np.int32]
+PtrArray = npt.NDArray[np.int64]
+ScoreArray = npt.NDArray[np.float32]
+_SPLICE_MAX = 20_000  # more inserted entries than this: inverting the forward lists is faster
+
+
+def ptr_of(lengths: npt.NDArray[np.integer] | Sequence[int]) -> PtrArray:
+    """CSR offsets from segment lengths."""
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    return ptr
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run of rows in a spliced array: old rows [start, stop), or new rows from `part` (when set)."""
+
+    start: int = 0
+    stop: int = 0
+    part: tuple[PtrArray, npt.NDArray[np.int32]] | None = None  # (ptr, flat) of the new rows
+
+
+def splice_forward(
+    ptr: PtrArray, flat: npt.NDArray[np.int32], runs: Sequence[Run]
+) -> tuple[PtrArray, npt.NDArray[np.int32]]:
+    """A forward list (row -> values) with its rows replaced run by run (see `Run`)."""
+    lengths: list[npt.NDArray[np.int64]] = []
+    pieces: list[npt.NDArray[np.int32]] = []
+    for run in runs:
+        if run.part is None:
+            lengths.append(np.diff(ptr[run.start : run.stop + 1]))
+            pieces.append(flat[ptr[run.start] : ptr[run.stop]])
+        else:
+            lengths.append(np.diff(run.part[0]))
+            pieces.append(run.part[1])
+    new_ptr = ptr_of(np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64))
+    new_flat = np.concatenate(pieces).astype(np.int32, copy=False) if pieces else np.zeros(0, np.int32)
+    return new_ptr, new_flat
+
+
+@dataclass(frozen=True)
+class Postings:
+    """key -> rows (ascending), with one value per entry (`data`, e.g. a term frequency)."""
+
+    ptr: PtrArray
+    rows: IntArray
+    data: IntArray
+
+    @property
+    def keys(self) -> int:
+        return len(self.ptr) - 1
+
+    def rows_of(self, key: int) -> IntArray:
+        return self.rows[self.ptr[key] : self.ptr[key + 1]]
+
+    @classmethod
+    def invert(
+        cls, n_keys: int, fwd_ptr: PtrArray, fwd_keys: IntArray, fwd_data: IntArray | None = None
+    ) -> Postings:
+        """The inverted list of a forward one (rows in order, so a stable sort keeps them ascending)."""
+        n_rows = len(fwd_ptr) - 1
+        row_of = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(fwd_ptr))
+        order = np.argsort(fwd_keys, kind="stable")
+        data = fwd_data[order] if fwd_data is not None else np.ones(len(order), dtype=np.int32)
+        counts = np.bincount(fwd_keys, minlength=n_keys) if len(fwd_keys) else np.zeros(n_keys, np.int64)
+        return cls(ptr_of(counts), row_of[order].astype(np.int32), data.astype(np.int32))
+
+    def spliced(
+        self,
+        n_keys: int,
+        *,
+        row_map: IntArray,
+        removed_keys: IntArray,
+        added_keys: IntArray,
+        added_rows: IntArray,
+        added_data: IntArray,
+    ) -> Postings:
+        """These postings after a delta: entries of rows mapped to -1 go (`removed_keys`: their keys,
+        one per entry), the other rows are renumbered by `row_map` (monotone), the added entries
+        are inserted where a build from scratch would put them, and keys grow to `n_keys`."""
+        mapped = row_map[self.rows] if len(self.rows) else self.rows
+        keep = mapped >= 0
+        rows = mapped[keep]
+        data = self.data[keep]
+        ptr = self.ptr.copy()
+        if len(removed_keys):
+            ptr[1:] -= np.cumsum(np.bincount(removed_keys, minlength=self.keys))
+        if n_keys > self.keys:
+            ptr = np.concatenate([ptr, np.full(n_keys - self.keys, ptr[-1], dtype=np.int64)])
+        if len(added_keys) == 0:
+            return Postings(ptr, rows.astype(np.int32, copy=False), data)
+        order = np.lexsort((added_rows, added_keys))
+        keys_sorted, rows_sorted = added_keys[order], added_rows[order]
+        # where a build from scratch would put each: entries sorted by (key, row), found at once
+        span = np.int64(max(int(rows.max(initial=-1)), int(rows_sorted.max())) + 1)
+        key_of = np.repeat(np.arange(n_keys, dtype=np.int64), np.diff(ptr))
+        positions = np.searchsorted(key_of * span + rows, keys_sorted.astype(np.int64) * span + rows_sorted)
+        new_rows = np.insert(rows, positions, rows_sorted).astype(np.int32, copy=False)
+        new_data = np.insert(data, positions, added_data[order]).astype(np.int32, copy=False)
+        ptr[1:] += np.cumsum(np.bincount(keys_sorted, minlength=n_keys))
+        return Postings(ptr, new_rows, new_data)
+
+
+def splice_small_enough(added: int) -> bool:
+    """Whether inserting `added` entries one by one beats inverting the forward lists again."""
+    return added <= _SPLICE_MAX
+
+
+@dataclass(frozen=True)
+class Field:
+    """A BM25 field: per row its terms with their frequencies (forward), their inverse (postings),
+    and each row's length; terms are ids into the catalog's vocabulary of this field."""
+
+    forward_ptr: PtrArray
+    forward_terms: IntArray
+    forward_tf: IntArray
+    postings: Postings
+    lengths: IntArray  # per row: its number of terms, repeats counted
+
+    def scores(self, term_ids: Sequence[int]) -> ScoreArray:
+        """BM25 of every row for a query (term ids in query order, repeats kept, unknown left out),
+        in float32 and summed in query order exactly as bm25s's eager index does."""
+        n = len(self.lengths)
+        scores = np.zeros(n, dtype=np.float32)
+        if n == 0 or not term_ids:
+            return scores
+        average = np.array(self.lengths, dtype=np.int64).mean()
+        for term in term_ids:
+            if term >= self.postings.keys:
+                continue
+            start, stop = int(self.postings.ptr[term]), int(self.postings.ptr[term + 1])
+            df = stop - start
+            if df == 0:
+                continue
+            rows = self.postings.rows[start:stop]
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            tf = self.postings.data[start:stop].astype(np.float32)
+            lengths = self.lengths[rows].astype(np.float64)
+            tfc = tf / (K1 * ((1 - B) + B * lengths / average) + tf)
+            np.add.at(scores, rows, (idf * tfc).astype(np.float32))
+        return scores
