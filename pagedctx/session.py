@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -532,6 +533,48 @@ class Session:
         `consolidate()` call, so the answer never waits for a merge (a server calls it after the
         reply is sent).
         """
+        return self._ask(intent, budget, max_rounds, trace=trace, merges=merges)
+
+    def look(
+        self, intent: str, budget: int | None = None, *, trace: str | Path | TraceSink | None = None
+    ) -> SessionResult:
+        """One round for `intent` in which the Router addresses pages and nobody acts: the context
+        an agent that is itself the Worker starts from (then `zoom`). Counted as an ask, with no
+        answer, so the next intents are read against it (the scaffolder's history)."""
+        return self._ask(intent, budget, 1, trace=trace, merges="inline", moves=())
+
+    def zoom(
+        self,
+        actions: Sequence[dict[str, Any]],
+        budget: int | None = None,
+        *,
+        trace: str | Path | TraceSink | None = None,
+    ) -> SessionResult:
+        """The agent's own moves, applied as one round on the latest intent: Consult, Explore and
+        Shelve as instruction objects (`{"action": "Consult", "reason": ..., "id": ...}`,
+        docs/instructions.md), all or nothing. A move that cannot apply is a Bus Fault: it is in
+        the round's `faults` and changes nothing. Returns the new context."""
+        self._check_open()
+        if not self._record.asks:
+            raise UsageError(
+                f"session {self.id} has no intent to zoom on: call look(intent) or ask(intent) first"
+            )
+        intent = self._record.asks[-1].intent
+        return self._ask(intent, budget, 1, trace=trace, merges="inline", moves=tuple(actions), zoom=True)
+
+    def _ask(
+        self,
+        intent: str,
+        budget: int | None,
+        max_rounds: int | None,
+        *,
+        trace: str | Path | TraceSink | None,
+        merges: Literal["inline", "deferred"],
+        moves: tuple[dict[str, Any], ...] | None = None,
+        zoom: bool = False,
+    ) -> SessionResult:
+        """`ask`, `look` (`moves=()`: nobody acts) and `zoom` (`moves`: the agent's, on the latest
+        intent, not a new ask)."""
         from pagedctx._app import resolve_runtime
         from pagedctx.protocol.text import clean_text
 
@@ -542,27 +585,34 @@ class Session:
         if merges not in ("inline", "deferred"):
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
         text = clean_text(intent)
-        runtime = resolve_runtime(self._config.runtime)
+        # The agent's own moves are the Worker's output of the round (in this process: no role acts).
+        runtime = resolve_runtime(self._config.runtime) if moves is None else "inproc"
+        given = (
+            None
+            if moves is None
+            else json.dumps({"ok": True, "data": {"actions": list(moves), "answer": None}})
+        )
         sink = self._bundle.sink() if self._bundle is not None else None
+        recorded: dict[str, Any] = {
+            "intent": intent, "budget": budget, "max_rounds": max_rounds, "merges": merges,
+            "moves": moves, "zoom": zoom,
+        }  # fmt: skip
         try:
             result, prepared, counter = self._run(
-                text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink
-            )
+                text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
+                worker_output=given, route=not zoom,
+            )  # fmt: skip
         except PagedctxError as exc:
             if sink is not None:  # the rounds it wrote stay accounted for; a replay expects the same error
-                self._recorded_ask(
-                    sink, intent=intent, budget=budget, max_rounds=max_rounds, merges=merges, out=None,
-                    error=str(exc),
-                )  # fmt: skip
+                self._recorded_ask(sink, out=None, error=str(exc), **recorded)
             raise
         self._record.selected = list(self._record.repos)
-        self._record.asks.append(_Ask(intent=text, answer=result.answer))
+        if not zoom:
+            self._record.asks.append(_Ask(intent=text, answer=result.answer))
         self._save_record()
         out = self._result(result, prepared, counter, chosen_budget, runtime)
         if sink is not None:
-            self._recorded_ask(
-                sink, intent=intent, budget=budget, max_rounds=max_rounds, merges=merges, out=out
-            )
+            self._recorded_ask(sink, out=out, **recorded)
         last = _Last(
             result=out,
             intent=text,
@@ -582,6 +632,8 @@ class Session:
         merges: Literal["inline", "deferred"],
         out: SessionResult | None,
         error: str | None = None,
+        moves: tuple[dict[str, Any], ...] | None = None,
+        zoom: bool = False,
     ) -> None:
         from pagedctx.host.ingest.index import Index
         from pagedctx.host.records.bundle import AskStep
@@ -593,6 +645,7 @@ class Session:
             intent=intent, budget=budget, max_rounds=max_rounds, merges=merges,
             first_round=sink.first_round, rounds=len(sink.events),
             answer=out.answer if out is not None else None, shows=tuple(shown), error=error,
+            moves=moves, zoom=zoom,
         )  # fmt: skip
         index = Index(self._store, tokenizer=self._config.tokenizer) if self._record.repos else None
         self._recorded(step, index=index)
@@ -730,6 +783,8 @@ class Session:
         *,
         inline: bool = True,
         bundle: TraceSink | None = None,
+        worker_output: str | None = None,
+        route: bool = True,
     ) -> tuple[Any, Any, Any]:
         from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
         from pagedctx.host.ingest.index import Index
@@ -759,6 +814,9 @@ class Session:
         )
         specs = self._specs
         worker, consolidator = build_worker(specs["worker"]), build_consolidator(specs["consolidator"])
+        if worker_output is not None:  # the agent's moves (`look`, `zoom`): no role decides them
+            end_session(worker)
+            worker = _GivenWorker(worker_output)
         router = build_router(specs["router"], prepared.blocks, StoreMemory(self._store))
         parts = SessionParts(
             blocks=prepared.blocks,
@@ -779,6 +837,7 @@ class Session:
             max_rounds=max_rounds,
             policy=specs["worker"].policy,
             history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
+            route=route,
         )
         if runtime == "ray":
             result = self._on_ray(prepared, parts, request, inline=inline)
@@ -858,6 +917,16 @@ class Session:
             policy=policy,
             runtime=runtime,
         )
+
+
+class _GivenWorker:
+    """A round's Worker output given in advance: an agent that is itself the Worker."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
+        return self.output
 
 
 def run(

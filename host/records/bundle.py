@@ -18,6 +18,11 @@ session's clock taken since the step before, and rewrites the manifest atomicall
 lock (a server's requests and its background merges are separate `Session` objects on one folder).
 A bundle is whole whenever its manifest exists. Replaying one (pagedctx/replay/verify.py) opens a
 session on a private store and runs the steps again, the clock giving back each step's readings.
+
+`pagedctx evolve --bundle DIR` writes a bundle of kind "evolve" (`EvolveManifest`: the base tree
+copied, one `EvolveAttemptEvent` per attempt, each attempt's generator payload in contexts.jsonl;
+pagedctx/evolve/bundle.py writes and replays it). `bundle_kind` tells the two apart; each loader
+refuses the other kind with a UsageError.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -49,12 +54,17 @@ __all__ = [
     "BundleStep",
     "DialogueStep",
     "DocStep",
+    "EvolveAttemptEvent",
+    "EvolveManifest",
+    "EvolveRun",
     "MergeStep",
     "RecordingClock",
     "ReplayClock",
     "RepoStep",
     "TurnsStep",
+    "bundle_kind",
     "label_last_ask",
+    "load_evolve_manifest",
     "load_manifest",
     "materialise_sources",
     "sha256_hex",
@@ -62,6 +72,7 @@ __all__ = [
 
 BUNDLE_FORMAT: Literal["pagedctx.bundle.v1"] = "pagedctx.bundle.v1"
 MANIFEST = "manifest.json"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -140,6 +151,12 @@ class AskStep(_Step):
         default=(), description="labels: what the question needs (turn ids, chunk ids, paths), when known"
     )
     error: str | None = Field(default=None, description="the error that stopped the ask, if one did")
+    moves: tuple[dict[str, Any], ...] | None = Field(
+        default=None,
+        description="an agent's own moves as the Worker's output (`look`: none; `zoom`: its "
+        "Consult/Explore/Shelve); null: the profile's Worker decided",
+    )
+    zoom: bool = Field(default=False, description="a `zoom` on the latest intent, not a new ask")
 
 
 class MergeStep(_Step):
@@ -180,6 +197,70 @@ class BundleManifest(BaseModel):
     @property
     def asks(self) -> tuple[AskStep, ...]:
         return tuple(s for s in self.steps if isinstance(s, AskStep))
+
+
+class EvolveRun(BaseModel):
+    """One `pagedctx evolve` run of the session (a resume starts another): its settings steer the
+    attempts from `first_attempt` on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    first_attempt: int = Field(ge=0, description="the number of the first attempt this run made")
+    settings: dict[str, Any] = Field(description="rounds, budget, max_tokens, time_seconds, until, strategy")
+    started: datetime
+
+
+class EvolveAttemptEvent(BaseModel):
+    """One attempt of an evolve bundle (a line of its trace.jsonl)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+    number: int = Field(ge=0)
+    parent: int | None = Field(description="the parent attempt's number (None: the original)")
+    payload_sha256: str | None = Field(
+        description="sha256 of the generator's payload as canonical JSON (None: attempt 0, no generator)"
+    )
+    code_tokens: int = Field(ge=0)
+    history_tokens: int = Field(ge=0)
+    status: str = Field(description="pass, fail or fault")
+    verdict: str | None = None
+    fail_codes: tuple[str, ...] = ()
+    score: float | None = None
+    modifications_sha256: str = Field(description="sha256 of the modifications as canonical JSON")
+    clock: tuple[datetime, ...] = Field(
+        default=(), description="the session clock's readings since the attempt before, in order"
+    )
+
+
+class EvolveManifest(BaseModel):
+    """The manifest of a bundle `pagedctx evolve --bundle DIR` writes (kind "evolve")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["pagedctx.bundle.v1"] = BUNDLE_FORMAT
+    kind: Literal["evolve"] = "evolve"
+    package_version: str
+    created: datetime
+    updated: datetime
+    session: str
+    generator: str = Field(description="the generator's policy name")
+    task: dict[str, Any] = Field(description="the evolve task (docs/evolve.md)")
+    config: dict[str, Any] = Field(description="the resolved configuration, without store and home")
+    settings: dict[str, Any] = Field(description="the latest run's settings")
+    runs: tuple[EvolveRun, ...] = ()
+    clock_start: datetime | None = Field(default=None, description="the first clock reading")
+    repo: str = Field(description="the repository's absolute path when recorded")
+    base: dict[str, str] = Field(
+        description="the original code: path -> sha256, every file copied under inputs/<sha256>"
+    )
+    attempts: int = Field(default=0, ge=0, description="attempt events recorded, the original included")
+    trace: str = "trace.jsonl"
+    contexts: str = "contexts.jsonl"
+    calls: str = "calls.jsonl"
+    digests: dict[str, str] = Field(
+        default_factory=dict, description="sha256 of the bundle's trace, contexts and calls files"
+    )
 
 
 class BundleSink:
@@ -249,8 +330,8 @@ class ReplayClock:
         return self._last
 
 
-def load_manifest(folder: Path) -> BundleManifest:
-    """A bundle's manifest; UsageError naming what is wrong."""
+def _manifest_data(folder: Path) -> tuple[Path, Any]:
+    """A bundle's manifest as JSON, its format checked; UsageError naming what is wrong."""
     path = folder / MANIFEST
     try:
         raw = path.read_text(encoding="utf-8")
@@ -268,8 +349,43 @@ def load_manifest(folder: Path) -> BundleManifest:
         raise UsageError(
             f"{path}: format {data.get('format')!r} is not {BUNDLE_FORMAT} (another version wrote it)"
         )
+    return path, data
+
+
+def bundle_kind(folder: Path) -> str:
+    """The kind of bundle in `folder`: "session" (`run --bundle`, serve) or "evolve"."""
+    _, data = _manifest_data(folder)
+    kind = data.get("kind", "session") if isinstance(data, dict) else "session"
+    if kind not in ("session", "evolve"):
+        raise UsageError(f"{folder / MANIFEST}: kind {kind!r} is not session or evolve (a newer version?)")
+    return str(kind)
+
+
+def load_manifest(folder: Path) -> BundleManifest:
+    """A session bundle's manifest; UsageError naming what is wrong (an evolve bundle included)."""
+    path, data = _manifest_data(folder)
+    if isinstance(data, dict) and data.get("kind", "session") != "session":
+        raise UsageError(
+            f"{path}: a bundle of kind {data.get('kind')!r}, not a session bundle "
+            "(`pagedctx replay` reads both kinds)"
+        )
+    return _validated(BundleManifest, path, data)
+
+
+def load_evolve_manifest(folder: Path) -> EvolveManifest:
+    """An evolve bundle's manifest; UsageError naming what is wrong (a session bundle included)."""
+    path, data = _manifest_data(folder)
+    if isinstance(data, dict) and data.get("kind", "session") != "evolve":
+        raise UsageError(
+            f"{path}: a bundle of kind {data.get('kind', 'session')!r}, not an evolve bundle "
+            "(`pagedctx evolve --bundle DIR` writes one)"
+        )
+    return _validated(EvolveManifest, path, data)
+
+
+def _validated(model: type[_M], path: Path, data: Any) -> _M:
     try:
-        return BundleManifest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UsageError(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None

@@ -53,7 +53,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-NODE_TOKENS = 45  # a shown <Node> costs at least about this much: the router opens no more than fit
+NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
@@ -69,6 +69,11 @@ class SessionRequest(BaseModel):
     head: str = ""
     policy: str = "baseline"
     history: tuple[PreviousRound, ...] = ()
+    route: bool = Field(
+        default=True,
+        description="False: the Router does not address pages this time (an agent's own zoom moves "
+        "on a context it has seen: nothing it shelved comes back unasked)",
+    )
 
 
 class RoundReport(BaseModel):
@@ -329,7 +334,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             proposed=frozenset(proposed),
         )
         try:
-            plan = router.plan(state, asked)
+            plan = (
+                router.plan(state, asked)
+                if request.route
+                else RouterPlan(intent_focus=intent.text, keywords=(), policy="none")
+            )
         except (EnvelopeViolation, BackendError) as failure:  # a router model: a fault step, no reveals
             plan = RouterPlan(intent_focus=intent.text, keywords=(), policy="fault")
             refused = _worker_fault(state, failure, target="router")

@@ -274,16 +274,16 @@ def _run_steps(
                 _add(session, folder, roots, step)
                 continue
             sink.next_ask()
+            chosen = budget if budget is not None else step.budget
             try:
-                results.append(
-                    session.ask(
-                        step.intent,
-                        budget if budget is not None else step.budget,
-                        step.max_rounds,
-                        trace=sink,
-                        merges=step.merges,
+                if step.zoom:  # an agent's own moves (the MCP server), on the latest intent
+                    results.append(session.zoom(step.moves or (), chosen, trace=sink))
+                elif step.moves is not None:
+                    results.append(session.look(step.intent, chosen, trace=sink))
+                else:
+                    results.append(
+                        session.ask(step.intent, chosen, step.max_rounds, trace=sink, merges=step.merges)
                     )
-                )
             except PagedctxError:
                 if step.error is None:
                     raise
