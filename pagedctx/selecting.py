@@ -64,14 +64,15 @@ def _relative_to_root(selection: Selection, base: str, root: Path | None) -> Sel
 def _policy(name: str, models: dict[str, Any]) -> Any:
     """The selection policy a name asks for: the baseline, or the profile's router model."""
     from pagedctx.errors import UsageError
-    from pagedctx.host.models.factory import RoleSpec, build_backend
-    from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
 
     if name == "baseline":
         return BaselineSelectionPolicy()
     if name != "model":
         raise UsageError(f"unknown policy {name!r}: use baseline, or model (the profile's router model)")
+    from pagedctx.host.models.factory import RoleSpec, build_backend  # the model stack, only for it
+    from pagedctx.host.models.runner import ModelModuleRunner
+
     spec = RoleSpec.model_validate((models.get("roles") or {}).get("router") or {})
     if spec.backend == "baseline":
         raise UsageError("--policy model needs models.roles.router in the profile to name a backend")

@@ -42,16 +42,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import numpy as np
-import numpy.typing as npt
 
 from pagedctx.host.ingest.index import FILES, Index
 from pagedctx.host.select.postings import Field, Postings, Run, ptr_of, splice_forward, splice_small_enough
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
 from pagedctx.host.text.terms import terms, word_terms
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    IntArray: TypeAlias = npt.NDArray[np.int32]
+    PtrArray: TypeAlias = npt.NDArray[np.int64]
+
 
 __all__ = [
     "CATALOG_FORMAT",
@@ -74,8 +80,6 @@ _PATH_SPLIT = re.compile(r"[/\\._\-]+")
 _EXTENSION_TEXT = "py pyi go ts tsx js jsx mjs cjs rs java c h cc cpp cxx hpp hh s asm ld lds"
 _SOURCE_EXTENSIONS = frozenset(_EXTENSION_TEXT.split())
 _SNAPSHOT = re.compile(r"^(?P<instance>[^.][^/]*)-g(?P<generation>\d+)-(?P<nonce>[0-9a-f]{8})$")
-IntArray = npt.NDArray[np.int32]
-PtrArray = npt.NDArray[np.int64]
 
 
 @lru_cache(maxsize=1 << 14)

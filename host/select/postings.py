@@ -16,17 +16,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    IntArray: TypeAlias = npt.NDArray[np.int32]
+    PtrArray: TypeAlias = npt.NDArray[np.int64]
+    ScoreArray: TypeAlias = npt.NDArray[np.float32]
+
 
 __all__ = ["K1", "B", "Field", "Postings", "Run", "splice_forward"]
 
 K1 = 1.2
 B = 0.75
-IntArray = npt.NDArray[np.int32]
-PtrArray = npt.NDArray[np.int64]
-ScoreArray = npt.NDArray[np.float32]
 _SPLICE_MAX = 20_000  # more inserted entries than this: inverting the forward lists is faster
 
 

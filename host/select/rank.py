@@ -24,14 +24,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import numpy.typing as npt
 
 from pagedctx.errors import NoSearchTerms
 from pagedctx.host.select.catalog import Catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
 from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    FloatArray: TypeAlias = npt.NDArray[np.float64]
+
 
 __all__ = ["Ranking", "rank"]
 
@@ -41,7 +47,6 @@ FILE = 0.3
 GRAPH = 0.6
 SEEDS = 20
 _CODE_LIKE = re.compile(r"[a-z][A-Z]|_|[A-Z].*[A-Z]|\(")
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
