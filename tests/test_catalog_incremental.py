@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pagedctx.errors import PagedctxError
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import postings, select_context
-from pagedctx.host.select.catalog import Catalog, build_catalog, follow
+from pagedctx.host.select.catalog import Catalog, CollectedParts, build_catalog, follow
 from pagedctx.host.select.rank import rank
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -259,3 +259,27 @@ def test_splicing_postings_equals_inverting_them() -> None:
     fresh = postings.Postings.invert(14, fwd_ptr, fwd_keys, fwd_data)
     for ours, theirs in ((spliced.ptr, fresh.ptr), (spliced.rows, fresh.rows), (spliced.data, fresh.data)):
         assert ours.tolist() == theirs.tolist()
+
+
+def test_parts_made_by_the_parsing_workers_build_the_same_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 2 (S5 L0): the workers that parse a file also make its part of the catalog
+    (`CollectedParts`, what `pagedctx index` passes); built from those parts, with no chunk read
+    back, then followed after an edit from the parts of that update, the catalog equals one built
+    from scratch (70 files: the update parses them in worker processes)."""
+    repo = tmp_path / "repo"
+    for number in range(70):
+        (repo / f"m{number // 10}").mkdir(parents=True, exist_ok=True)
+        (repo / f"m{number // 10}" / f"f{number}.py").write_text(source(number))
+    index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"), workers=2)
+    parts = CollectedParts()
+    index.update([repo], hook=parts.hook())
+    assert len(parts.parts) == 70
+    built = build_catalog(index, parts.parts)
+    assert_same(index, built, monkeypatch)
+    (repo / "m3" / "f31.py").write_text(source(500))
+    again = CollectedParts()
+    index.update([repo], hook=again.hook())
+    assert list(again.parts) == ["m3/f31.py"]
+    assert_same(index, follow(built, index, again.parts), monkeypatch)

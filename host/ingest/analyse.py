@@ -10,18 +10,21 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.chunker import chunk_file
 from pagedctx.host.ingest.walk import SkipReason
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
-__all__ = ["PARALLEL_MIN_FILES", "Analysis", "Task", "analyse", "analyse_all"]
+__all__ = ["PARALLEL_MIN_FILES", "Analysis", "Derive", "Task", "analyse", "analyse_all"]
 
 PARALLEL_MIN_FILES = 64  # below this, starting worker processes costs more than it saves
 _BINARY_SNIFF = 8192
 _counters: dict[str, CachedCounter] = {}
+Derive = Callable[[str, Sequence[Chunk]], Any]  # (path, chunks) -> what a layer above keeps of a file
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,7 @@ class Task:
     path: str
     old_sha256: str | None
     tokenizer: str
+    derive: Derive | None = None  # run on the chunks where the file is parsed (a worker process)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,7 @@ class Analysis:
     lines: int = 0
     chunks: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (id, Chunk JSON, symbols_defined)
     errors: tuple[str, ...] = ()
+    derived: Any = None  # what `Task.derive` made of the chunks
 
 
 def _counter(spec: str) -> CachedCounter:
@@ -87,6 +92,7 @@ def analyse(task: Task) -> Analysis:
         lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
         chunks=tuple((c.id, c.model_dump_json(), c.symbols_defined) for c in parsed.chunks),
         errors=parsed.errors,
+        derived=task.derive(task.rel, parsed.chunks) if task.derive is not None else None,
     )
 
 

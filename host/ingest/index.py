@@ -50,7 +50,7 @@ from typing import Any
 from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.analyse import Analysis, Task, analyse_all
+from pagedctx.host.ingest.analyse import Analysis, Derive, Task, analyse_all
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.meta import (
     FastMeta,
@@ -72,8 +72,10 @@ from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, token_cou
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_WAIT_SECONDS",
+    "FILES",
     "NO_INDEX",
     "WAIT_VARIABLE",
+    "FileHook",
     "Index",
     "Progress",
     "index_wait_seconds",
@@ -113,6 +115,18 @@ def index_wait_seconds(environ: Mapping[str, str] | None = None) -> float:
             "fail at once when another process is updating the index"
         )
     return value
+
+
+@dataclass(frozen=True)
+class FileHook:
+    """What a layer above the index derives from each file parsed by an update: `derive(path,
+    chunks)` runs where the file is parsed (a worker process: a module-level function), and
+    `collect(path, stamp, derived)` in the updating process once the file's records are queued,
+    with its `sys/files/meta` value (the selection catalog is built this way without reading the
+    chunks back)."""
+
+    derive: Derive
+    collect: Callable[[str, str, Any], None]
 
 
 def _tell_stderr(message: str) -> None:
@@ -368,17 +382,20 @@ class Index:
         progress: Progress | None = None,
         wait_seconds: float | None = None,
         on_wait: Callable[[str], None] | None = None,
+        hook: FileHook | None = None,
     ) -> UpdateReport:
         """Bring the index in line with the files under `roots` (see the module docstring).
 
         `max_file_bytes`: None keeps each root's recorded setting; a number replaces it.
         `wait_seconds`: how long to wait for another process's update when there is something to
         write (None: `index_wait_seconds()`); `on_wait` is told once (default: a line on stderr).
+        `hook`: see FileHook.
         """
         started = time.perf_counter()
         if max_file_bytes is not None and max_file_bytes < 1:
             raise UsageError(f"max_file_bytes must be at least 1 byte, got {max_file_bytes}")
         updater = _Updater(self, roots, max_file_bytes, progress)
+        updater.hook = hook
         plan = updater.plan()
         if plan.current:
             return updater.current_report(plan, started)
@@ -402,6 +419,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         self.next_unit: int | None = None
         self.marks: list[str] = []  # the pending marks this update clears when its tree is written
         self.force_tree = False  # rebuild the tree and bump the generation whatever changed
+        self.hook: FileHook | None = None
         self._walked: tuple[tuple[str, tuple[tuple[str, int], ...]], WalkResult] | None = None
 
     def _under_roots(self, rel: str) -> bool:
@@ -511,8 +529,15 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         changed = plan.changed
         self.progress("parse", 0, len(changed))
         old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
+        derive = self.hook.derive if self.hook is not None else None
         tasks = [
-            Task(f.rel, f.path, old.sha256 if (old := old_metas.get(f.rel)) else None, self.index.tokenizer)
+            Task(
+                f.rel,
+                f.path,
+                old.sha256 if (old := old_metas.get(f.rel)) else None,
+                self.index.tokenizer,
+                derive,
+            )
             for f in changed
         ]
         found_by_rel = {f.rel: f for f in changed}
@@ -642,6 +667,8 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         pending.metas[found.rel] = meta.model_dump_json()
         pending.fast[found.rel] = FastMeta.of(meta).encode()
         pending.blocks[BlockTree.file_handle(found.rel)] = BlockTree.file_block(meta).model_dump_json()
+        if self.hook is not None and result.derived is not None:
+            self.hook.collect(found.rel, pending.fast[found.rel], result.derived)
         pending.files += 1
         report.parsed.append(found.rel)
         if result.errors:

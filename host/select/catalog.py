@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import numpy as np
 
-from pagedctx.host.ingest.index import FILES, Index
+from pagedctx.host.code.chunk import Chunk
+from pagedctx.host.ingest.index import FILES, FileHook, Index
 from pagedctx.host.select.postings import Field, Postings, Run, ptr_of, splice_forward, splice_small_enough
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
@@ -65,6 +66,7 @@ __all__ = [
     "SNAPSHOT_DRIFT",
     "Catalog",
     "CatalogLoad",
+    "CollectedParts",
     "FilePart",
     "build_catalog",
     "catalog_dir",
@@ -76,6 +78,7 @@ __all__ = [
 CATALOG_FORMAT = 2  # bump when the layout or the term rules change: old snapshots are rebuilt
 SNAPSHOT_DRIFT = 32  # files changed since the snapshot on disk before a new one is written
 GRACE_SECONDS = 120.0  # an older snapshot is kept this long after a newer one appeared
+_READ_ALL = 20_000  # chunks: reading more than this one by one costs more than reading them all
 _PATH_SPLIT = re.compile(r"[/\\._\-]+")
 _EXTENSION_TEXT = "py pyi go ts tsx js jsx mjs cjs rs java c h cc cpp cxx hpp hh s asm ld lds"
 _SOURCE_EXTENSIONS = frozenset(_EXTENSION_TEXT.split())
@@ -153,6 +156,41 @@ def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> Fil
         refs=[sorted(set(c.get("symbols_referenced", ()))) for c in records],
         defined=[sorted(set(c.get("symbols_defined", ()))) for c in records],
     )
+
+
+def _record(chunk: Chunk) -> dict[str, Any]:
+    return {
+        "id": chunk.id,
+        "qualname": chunk.qualname,
+        "kind": chunk.kind.value,
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "parent": chunk.parent,
+        "name": chunk.name,
+        "skeleton": chunk.skeleton,
+        "symbols_referenced": chunk.symbols_referenced,
+        "symbols_defined": chunk.symbols_defined,
+    }
+
+
+def derive_part(path: str, chunks: Sequence[Chunk]) -> FilePart:
+    """A file's contribution from its parsed chunks (run where the file is parsed; no stamp yet)."""
+    return file_part(path, "", [_record(c) for c in chunks])
+
+
+class CollectedParts:
+    """The contributions of the files an update parses, made by its workers (`hook()` for
+    `Index.update`), to build or follow the catalog without reading the chunks back."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, FilePart] = {}
+
+    def hook(self) -> FileHook:
+        return FileHook(derive=derive_part, collect=self._collect)
+
+    def _collect(self, path: str, stamp: str, derived: Any) -> None:
+        if isinstance(derived, FilePart):
+            self.parts[path] = replace(derived, stamp=stamp, tokens=_stamp_tokens(stamp))
 
 
 # --- the catalog --------------------------------------------------------------------------------
@@ -722,34 +760,28 @@ def _parts_of(index: Index, stamps: Mapping[str, str], paths: Sequence[str]) -> 
     for path, raw in zip(wanted, index.store.hmget(FILES, wanted), strict=True):
         chunk_ids[path] = list(json.loads(raw).get("chunk_ids", ())) if raw else []
     every = [c for ids in chunk_ids.values() for c in ids]
-    found = dict(zip(every, index.store.hmget(keys.CHUNKS, every), strict=True)) if every else {}
+    if len(every) > _READ_ALL:
+        found: Mapping[str, str | None] = index.store.hgetall(keys.CHUNKS)
+    else:
+        found = dict(zip(every, index.store.hmget(keys.CHUNKS, every), strict=True)) if every else {}
     return {
         path: file_part(path, stamps[path], [json.loads(r) for c in ids if (r := found.get(c)) is not None])
         for path, ids in chunk_ids.items()
     }
 
 
-def build_catalog(index: Index) -> Catalog:
-    """Read every file's chunks once and build the catalog from nothing."""
-    meta = index.meta()  # read first: a writer finishing meanwhile bumps it, and the next load follows
-    stamps = index.store.hgetall(keys.FILES_META)
-    records = index.store.hgetall(FILES)
-    raw_chunks = index.store.hgetall(keys.CHUNKS)
-    parts: dict[str, FilePart | None] = {}
-    for path in sorted(stamps):
-        raw = records.get(path)
-        ids = json.loads(raw).get("chunk_ids", ()) if raw else ()
-        chunks = [json.loads(r) for c in ids if (r := raw_chunks.get(c)) is not None]
-        parts[path] = file_part(path, stamps[path], chunks)
-    catalog = apply(
-        _empty(meta.instance, meta.generation, meta.base or ""), parts, generation=meta.generation
-    )
-    return replace(catalog, drift=0)
-
-
-def follow(catalog: Catalog, index: Index) -> Catalog:
-    """The catalog brought to the index's current state: only files whose stamp differs are read."""
+def build_catalog(index: Index, parts: Mapping[str, FilePart] | None = None) -> Catalog:
+    """The catalog built from nothing: every file's chunks read once (or taken from `parts`, the
+    contributions an update's workers made, when their stamp is the stored one)."""
     meta = index.meta()
+    empty = _empty(meta.instance, -1, meta.base or "")  # generation -1: every stored file differs
+    return replace(follow(empty, index, parts), drift=0)
+
+
+def follow(catalog: Catalog, index: Index, parts: Mapping[str, FilePart] | None = None) -> Catalog:
+    """The catalog brought to the index's current state: only files whose stamp differs are read
+    (or taken from `parts` when theirs is the stored one)."""
+    meta = index.meta()  # read first: a writer finishing later bumps it, and the next load follows
     if meta.instance != catalog.instance or (meta.base or "") != catalog.base:
         rebuilt = build_catalog(index)  # another index, or re-based: every path moved
         return replace(rebuilt, drift=max(len(rebuilt.paths), SNAPSHOT_DRIFT + 1))
@@ -761,9 +793,12 @@ def follow(catalog: Catalog, index: Index) -> Catalog:
     gone = [p for p in known if p not in stamps]
     if not changed and not gone:
         return replace(catalog, generation=meta.generation, _row=catalog._row)
-    parts: dict[str, FilePart | None] = dict.fromkeys(gone)
-    parts.update(_parts_of(index, stamps, changed))
-    return apply(catalog, parts, generation=meta.generation)
+    delta: dict[str, FilePart | None] = dict.fromkeys(gone)
+    given = parts or {}
+    ready = {p: part for p in changed if (part := given.get(p)) is not None and part.stamp == stamps[p]}
+    delta.update(ready)
+    delta.update(_parts_of(index, stamps, [p for p in changed if p not in ready]))
+    return apply(catalog, delta, generation=meta.generation)
 
 
 # --- the cache ----------------------------------------------------------------------------------
@@ -824,11 +859,15 @@ def _remember(key: tuple[str, str], catalog: Catalog) -> None:
 
 
 def load_catalog(
-    index: Index, *, home: Path | None = None, persist: bool = False
+    index: Index,
+    *,
+    home: Path | None = None,
+    persist: bool = False,
+    parts: Mapping[str, FilePart] | None = None,
 ) -> tuple[Catalog, CatalogLoad]:
     """The catalog of the index's current state: from memory or disk, followed by the files that
     changed since, or built; a snapshot is written when it drifted `SNAPSHOT_DRIFT` files (or
-    with `persist`, when it drifted at all)."""
+    with `persist`, when it drifted at all). `parts`: see `CollectedParts`."""
     started = time.perf_counter()
     meta = index.meta()
     key = (index.store.url, meta.instance)
@@ -847,9 +886,9 @@ def load_catalog(
             break
     before = catalog.drift if catalog is not None else 0
     if catalog is None:
-        catalog, source = build_catalog(index), "built"
+        catalog, source = build_catalog(index, parts), "built"
     elif catalog.generation != meta.generation or catalog.instance != meta.instance:
-        catalog = follow(catalog, index)
+        catalog = follow(catalog, index, parts)
         source = "followed" if source == "memory" else source
     files = catalog.drift - before if source != "built" else 0
     saved = False

@@ -11,8 +11,9 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pagedctx.host.ingest.index import Index
+    from pagedctx.host.ingest.index import FileHook, Index
     from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
+    from pagedctx.host.select.catalog import CollectedParts
 
 
 def _console() -> Console:
@@ -59,8 +60,13 @@ def index(
         return
     if not roots:
         raise typer.BadParameter("name at least one ROOT, or pass --status")
-    report = _run_update(idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json)
-    warmed = _warm_selection(idx)
+    from pagedctx.host.select.catalog import CollectedParts
+
+    parts = CollectedParts()  # the workers that parse a file also make its part of the catalog
+    report = _run_update(
+        idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json, hook=parts.hook()
+    )
+    warmed = _warm_selection(idx, parts)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -68,21 +74,29 @@ def index(
         _console().print(f"selection catalog: {warmed}")
 
 
-def _warm_selection(idx: Index) -> str:
-    """Build the selection catalog now, so the first `pagedctx select` does not pay for it."""
+def _warm_selection(idx: Index, parts: CollectedParts) -> str:
+    """Build or follow the selection catalog now, so the first `pagedctx select` does not pay for it."""
     from pagedctx.host.select.catalog import load_catalog
 
-    _, load = load_catalog(idx)
-    return f"{load.source} in {load.seconds:.2f} s"
+    _, load = load_catalog(idx, parts=parts.parts)
+    files = f", {load.files} file(s) applied" if load.source in {"followed", "disk"} else ""
+    saved = ", snapshot written" if load.saved else ""
+    return f"{load.source} in {load.seconds:.2f} s{files}{saved}"
 
 
 def _run_update(
-    idx: Index, roots: list[str], max_file_size: int | None, wait: float | None, *, show_progress: bool
+    idx: Index,
+    roots: list[str],
+    max_file_size: int | None,
+    wait: float | None,
+    *,
+    show_progress: bool,
+    hook: FileHook | None = None,
 ) -> UpdateReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not show_progress:
-        return idx.update(roots, max_file_bytes=max_file_size, wait_seconds=wait)
+        return idx.update(roots, max_file_bytes=max_file_size, wait_seconds=wait, hook=hook)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -100,7 +114,12 @@ def _run_update(
             bar.console.print(f"pagedctx: {message}", markup=False, highlight=False)
 
         return idx.update(
-            roots, max_file_bytes=max_file_size, progress=progress, wait_seconds=wait, on_wait=waiting
+            roots,
+            max_file_bytes=max_file_size,
+            progress=progress,
+            wait_seconds=wait,
+            on_wait=waiting,
+            hook=hook,
         )
 
 
