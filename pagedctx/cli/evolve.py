@@ -58,6 +58,12 @@ def evolve(
     session: str | None = typer.Option(None, "--session", help="Resume this session (or name a new one)."),
     replay: Path | None = typer.Option(None, "--replay", help="Answer the generator from recorded calls."),
     record: Path | None = typer.Option(None, "--record", help="Append the generator's calls to FILE."),
+    bundle: Path | None = typer.Option(
+        None,
+        "--bundle",
+        help="Record the session as a replay bundle in this new or empty folder (with --session, "
+        "the session's own bundle goes on); `pagedctx replay DIR` runs it again.",
+    ),
     format_code: bool = typer.Option(False, "--format", help="Run the language's formatter after edits."),
     html: Path | None = typer.Option(None, "--html", help="Write the HTML timeline here at the end."),
     profile: str | None = _PROFILE,
@@ -66,14 +72,11 @@ def evolve(
     """Run or resume an evolution session (subcommands: show, accept, list)."""
     if ctx.invoked_subcommand is not None:
         return
-    from pagedctx._app import generator_spec
     from pagedctx.errors import UsageError
     from pagedctx.evolve import load_task, open_evolution
-    from pagedctx.evolve.generator import ModuleGenerator
+    from pagedctx.evolve.bundle import EvolveBundleRecorder
     from pagedctx.evolve.records import best_attempt
     from pagedctx.evolve.task import ScoreSpec
-    from pagedctx.host.models.factory import RoleSpec
-    from pagedctx.protocol.tokens import token_counter
 
     if session is None and (repo is None or task is None):
         raise UsageError(
@@ -84,13 +87,11 @@ def evolve(
     for path, flag in ((record, "--record"), (html, "--html")):
         if path is not None:
             writable_file(path, flag)
+    if bundle is not None and record is not None:
+        raise UsageError("--bundle keeps the generator's calls itself (calls.jsonl): drop --record")
+    recorder = EvolveBundleRecorder.open(bundle, session=session) if bundle is not None else None
     config = _config(profile, store)
-    spec = generator_spec(config.models, record)
-    if replay is not None:
-        spec = RoleSpec(backend="replay", recording=str(replay), modules=("generator",), record=spec.record)
-    generator = ModuleGenerator.from_spec(
-        spec, counter=token_counter(config.tokenizer), modules_root=config.modules_dir
-    )
+    generator = _generator(config, recorder.calls if recorder is not None else record, replay)
     loaded = None
     if task is not None:
         scored = ScoreSpec(command=score, key=score_key) if score else None
@@ -114,10 +115,13 @@ def evolve(
         task=loaded,
         settings=settings,
         generator=generator,
+        clock=recorder.clock if recorder is not None else None,
         format_code=format_code,
     ) as evolution:
         say(f"evolve session {evolution.id}: {evolution.meta.repo}; generator {generator.policy}")
-        stop = evolution.run(on_attempt=lambda a: say(_line(a)))
+        if recorder is not None:
+            recorder.bind(evolution)
+        stop = evolution.run(on_attempt=_on_attempt(recorder, say))
         attempts = evolution.attempts()
         say(f"stopped: {stop.code}: {stop.message}")
         _table(evolution.meta, attempts)
@@ -130,6 +134,37 @@ def evolve(
         )
         if best.verdict != "PASS":
             raise typer.Exit(EXIT_NO_PASS)
+
+
+def _generator(config: Any, record: Path | None, replay: Path | None) -> Any:
+    """The profile's generator (its calls appended to `record`), or `replay`'s recorded answers."""
+    from pagedctx._app import generator_spec
+    from pagedctx.evolve.generator import ModuleGenerator
+    from pagedctx.host.models.factory import RoleSpec
+    from pagedctx.protocol.tokens import token_counter
+
+    spec = generator_spec(config.models, record)
+    if replay is not None:
+        spec = RoleSpec(
+            backend="replay",
+            recording=str(replay),
+            modules=("generator",),
+            record=str(record) if record is not None else None,
+        )
+    return ModuleGenerator.from_spec(
+        spec, counter=token_counter(config.tokenizer), modules_root=config.modules_dir
+    )
+
+
+def _on_attempt(recorder: Any, say: Any) -> Any:
+    """What each finished attempt goes to: the bundle (when recording one), then a line on stderr."""
+
+    def attempted(attempt: Any) -> None:
+        if recorder is not None:
+            recorder.attempt(attempt)
+        say(_line(attempt))
+
+    return attempted
 
 
 def _number(attempt_id: str | None) -> str:

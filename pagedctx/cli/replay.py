@@ -25,10 +25,16 @@ EXIT_DIVERGED = 1
 
 def _one(args: tuple[str, int | None, str | None]) -> dict[str, Any]:
     from pagedctx.errors import PagedctxError
+    from pagedctx.host.records.bundle import bundle_kind
     from pagedctx.replay import replay_bundle
 
     folder, budget, profile = args
     try:
+        if bundle_kind(Path(folder)) == "evolve":  # an evolution session (`evolve --bundle`)
+            from pagedctx.evolve.bundle import replay_evolve_bundle
+
+            outcome = replay_evolve_bundle(Path(folder), budget=budget, profile=profile)
+            return outcome.model_dump(mode="json")
         return replay_bundle(Path(folder), budget=budget, profile=profile).model_dump(mode="json")
     except PagedctxError as exc:
         return {"bundle": folder, "status": "failed", "error": exc.message}
@@ -38,12 +44,15 @@ def _heavy(folders: list[Path], profile: str | None) -> bool:
     """True when a replay calls models (the bundles' roles, or a counterfactual profile's)."""
     from pagedctx._app import role_specs
     from pagedctx.config import Config, load_config
+    from pagedctx.host.records.bundle import bundle_kind
     from pagedctx.replay import load_manifest
 
     if profile is not None:
         configs = [load_config(profile=profile)]
-    else:
-        configs = [Config.model_validate(load_manifest(f).config) for f in folders]
+    else:  # evolve bundles answer their generator from the recording, in order
+        configs = [
+            Config.model_validate(load_manifest(f).config) for f in folders if bundle_kind(f) == "session"
+        ]
     cheap = ("baseline", "scripted", "replay")
     return any(spec.backend not in cheap for c in configs for spec in role_specs(c.models).values())
 
@@ -165,7 +174,9 @@ def _summarise(outcomes: list[dict[str, Any]], report: Path | None) -> None:
 
 def replay(
     bundles: list[Path] = typer.Argument(
-        ..., help="Bundle folders (`pagedctx run --bundle DIR` writes one), or transcripts with --from."
+        ...,
+        help="Bundle folders (`pagedctx run --bundle DIR` or `pagedctx evolve --bundle DIR` writes one), "
+        "or transcripts with --from.",
     ),
     *,
     budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
@@ -199,10 +210,14 @@ def replay(
     from rich.progress import Progress
 
     from pagedctx.cli.common import stderr_console
+    from pagedctx.host.records.bundle import bundle_kind, load_evolve_manifest
     from pagedctx.replay import load_manifest
 
-    for folder in bundles:
-        load_manifest(folder)  # a folder that is not a bundle is a usage error, said before any work
+    for folder in bundles:  # a folder that is not a bundle is a usage error, said before any work
+        if bundle_kind(folder) == "evolve":
+            load_evolve_manifest(folder)
+        else:
+            load_manifest(folder)
     jobs = [(str(b), budget, profile) for b in bundles]
     chosen = _executor(executor, bundles, profile, budget is not None or profile is not None)
     outcomes: list[dict[str, Any]] = []

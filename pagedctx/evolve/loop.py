@@ -144,6 +144,8 @@ class Evolution:
         self._index_store = open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
         self._history: AttemptHistory | None = None
         self._selections: dict[str, str] = {}  # tree digest -> selected code
+        # (attempt number, the generator's payload) before each generator call: a bundle keeps it
+        self.on_payload: Callable[[int, dict[str, Any]], None] | None = None
 
     @property
     def id(self) -> str:
@@ -264,6 +266,8 @@ class Evolution:
                 "forbidden_paths": list(self.task.pins.forbidden_paths),
             },
         }
+        if self.on_payload is not None:
+            self.on_payload(number, payload)
         written = self.generator.write(payload)
         marks.mark("generate")
         draft = _Draft(

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from pagedctx.evidence.export import json_schema_text
 from pagedctx.host.models.recorded import ModelCall
+from pagedctx.host.records.bundle import EvolveAttemptEvent, EvolveManifest
 from pagedctx.host.records.trace import RoundEvent
 from pagedctx.replay.bundle import BundleManifest
 from pagedctx.replay.verify import ReplayOutcome
@@ -19,6 +20,8 @@ __all__ = ["SCHEMAS", "schema_documents", "write_schemas"]
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "pagedctx.bundle.v1": BundleManifest,
+    "pagedctx.evolve_bundle.v1": EvolveManifest,  # format pagedctx.bundle.v1, kind "evolve"
+    "pagedctx.evolve_event.v1": EvolveAttemptEvent,
     "pagedctx.trace_event.v3": RoundEvent,
     "pagedctx.model_call.v1": ModelCall,
     "pagedctx.replay_outcome.v1": ReplayOutcome,
