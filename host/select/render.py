@@ -84,7 +84,7 @@ def selection_text(index: Index, selection: Selection) -> str:
         text = chunk.body if item.mode == "body" else chunk.skeleton
         parts.append(
             f"### {item.path}:{item.start_line}-{item.end_line} {item.qualname} ({item.kind}, {item.mode}, "
-            f"{item.why}, {item.tokens} tokens)\n{text}"
+            f"{item.why}, {item.tokens} tokens)\nchunk: {item.id}\n{text}"
         )
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 

@@ -11,6 +11,7 @@ import typer
 
 from pagedctx._version import __version__
 from pagedctx.cli import config, envelope, evidence, evolve, instructions, llm, modules, pcr, xml
+from pagedctx.cli import mcp as mcp_cli
 from pagedctx.cli import replay as replay_cli
 from pagedctx.cli import run as run_cli
 from pagedctx.cli import select as select_cli
@@ -46,6 +47,7 @@ app.command("select")(select_cli.select)
 app.command("run")(run_cli.run)
 app.command("apply")(apply_command)
 app.command("view")(view_cli.view)
+app.command("mcp")(mcp_cli.mcp)
 app.command("replay")(replay_cli.replay)
 app.command("serve")(serve_cli.serve)
 
