@@ -1,33 +1,44 @@
-"""Index a large real corpus; compare with tree-sitter's raw parse of the same files.
+"""Index a large real corpus; compare with tree-sitter's raw parse + tags of the same files.
 
-    python bench/index.py [CORPUS_DIR ...] [--store sqlite|redis] [--max-files N]
+    python bench/index.py [CORPUS_DIR | django ...] [--store sqlite|redis]
 
 Default corpora, whichever exist offline here: this venv's site-packages (Python), Debian's Go
 standard library sources (`apt-get install golang-src`: /usr/share/go-*/src), and the TypeScript
-npm package (`npm install typescript` in /tmp/ts-bench). Each is copied to a temporary folder
+npm package (`npm install typescript` in /tmp/ts-bench); `django` names Django 5.1.4's sdist
+(2,899 files, cached by bench/pypi_sdist.py). Each is copied to a temporary folder
 (the bench edits files) and indexed into its own store; then all of them together as one tree,
 for the incremental figures at 10,000+ files. Prints, per corpus and for the whole tree:
 files, lines, files/s and lines/s of a full index, the ratio of full indexing time to the raw
-tree-sitter parse time of the same files (the reference, measured in this run), the time of a
-no-op re-index, and the time of an incremental update after one file changes.
+tree-sitter parse + tags query time of the same files (the reference, measured in this run), the
+same with the selection catalog built as `pagedctx index` builds it (issue 20: from the parts the
+parsing workers make), the time of a no-op re-index, and of an update after one file changes, with
+and without the catalog following it (in memory, as a Session or serve replica holds it).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import tree_sitter as ts
+
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
 from pagedctx.host.ingest.walk import walk_roots
+from pagedctx.host.select.catalog import CollectedParts, load_catalog
 from pagedctx.host.store.url import open_store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pypi_sdist import sdist
 
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 
@@ -41,10 +52,21 @@ def default_corpora() -> list[Path]:
     return found
 
 
+def django(into: Path) -> Path:
+    """Django 5.1.4's source tree (the sdist, cached), unpacked under `into`."""
+    with tarfile.open(sdist("Django", "5.1.4", "Django-5.1.4.tar.gz")) as archive:
+        archive.extractall(into, filter="data")
+    return into / "Django-5.1.4"
+
+
 def raw_parse_seconds(files: list[Path]) -> float:
-    """The reference: tree-sitter parsing each file once, nothing else (assembly, which has no
-    grammar, counts as decoding and splitting its lines)."""
+    """The reference: tree-sitter parsing each file once and running its grammar's tags query,
+    nothing of ours (assembly, which has no grammar, counts as decoding and splitting its lines)."""
     from pagedctx.host.code.languages import compiled, spec_for
+
+    def parse_and_tags(language: str) -> Callable[[bytes], object]:
+        lang = compiled(language)
+        return lambda data: ts.QueryCursor(lang.tags).matches(lang.parser().parse(data).root_node)
 
     sources: list[tuple[Callable[[bytes], object], bytes]] = []
     for path in files:
@@ -54,7 +76,7 @@ def raw_parse_seconds(files: list[Path]) -> float:
         if spec_for(language).line_chunker is not None:
             sources.append((lambda data: data.decode("utf-8", "replace").splitlines(), path.read_bytes()))
         else:
-            sources.append((compiled(language).parser().parse, path.read_bytes()))
+            sources.append((parse_and_tags(language), path.read_bytes()))
     start = time.perf_counter()
     for parse, data in sources:
         parse(data)
@@ -70,9 +92,12 @@ def bench_tree(copy: Path, store_url: str) -> dict[str, float]:
 
     index = Index.open(open_store(store_url))
     index.counter.count("warm up")  # load the BPE tables once, as a long-lived host process has them
+    parts = CollectedParts()
     start = time.perf_counter()
-    index.update([copy])
+    index.update([copy], hook=parts.hook())
     full = time.perf_counter() - start
+    load_catalog(index, parts=parts.parts)  # built and saved, as at the end of `pagedctx index`
+    full_catalog = time.perf_counter() - start
     start = time.perf_counter()
     noop = index.update([copy])
     noop_seconds = time.perf_counter() - start
@@ -83,17 +108,22 @@ def bench_tree(copy: Path, store_url: str) -> dict[str, float]:
         if target.suffix != ".py"
         else target.read_bytes() + b"\n# bench edit\n"
     )
+    parts = CollectedParts()
     start = time.perf_counter()
-    one = index.update([copy])
+    one = index.update([copy], hook=parts.hook())
     incremental = time.perf_counter() - start
-    assert len(one.parsed) == 1, one.parsed
+    _, followed = load_catalog(index, parts=parts.parts)  # the catalog in memory follows by a delta
+    incremental_catalog = time.perf_counter() - start
+    assert len(one.parsed) == 1 and followed.files == 1, (one.parsed, followed)
     return {
         "files": len(files),
         "lines": lines,
         "full_s": full,
+        "full_catalog_s": full_catalog,
         "parse_s": reference,
         "noop_s": noop_seconds,
         "one_file_s": incremental,
+        "one_file_catalog_s": incremental_catalog,
     }
 
 
@@ -104,11 +134,14 @@ def main() -> None:
         "--store", choices=["sqlite", "redis"], default="sqlite", help="redis starts its own server"
     )
     args = parser.parse_args()
-    corpora = args.corpora or default_corpora()
     redis_proc = None
     redis_url = None
     with tempfile.TemporaryDirectory(prefix="pagedctx-bench-") as tmp:
         workdir = Path(tmp)
+        os.environ["PAGEDCTX_HOME"] = str(workdir / "home")  # catalogs go here, not in ~/.pagedctx
+        corpora = [
+            django(workdir / "sdist") if str(c) == "django" else c for c in args.corpora or default_corpora()
+        ]
         if args.store == "redis":
             port = 6399
             redis_proc = subprocess.Popen(
@@ -141,18 +174,22 @@ def main() -> None:
                     else f"{redis_url}{number + 1}"
                 )
                 rows.append((str(corpus), bench_tree(copy, url)))
-            url = f"sqlite:///{workdir / 'all.db'}" if redis_url is None else f"{redis_url}0"
-            rows.append(("all corpora as one tree", bench_tree(tree, url)))
+            if len(corpora) > 1:
+                url = f"sqlite:///{workdir / 'all.db'}" if redis_url is None else f"{redis_url}0"
+                rows.append(("all corpora as one tree", bench_tree(tree, url)))
         finally:
             if redis_proc is not None:
                 redis_proc.terminate()
-    header = f"{'corpus':<44} {'files':>7} {'lines':>9} {'files/s':>8} {'lines/s':>9} {'x parse':>8} "
-    print(header + f"{'no-op s':>8} {'1-file ms':>10}")
+    print(
+        "| corpus | files | lines | files/s | parse+tags s | index x parse | index+catalog x parse | "
+        "no-op s | 1 file ms | 1 file + catalog ms |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     for corpus, r in rows:
         print(
-            f"{corpus[-44:]:<44} {r['files']:>7,} {r['lines']:>9,} {r['files'] / r['full_s']:>8,.0f} "
-            f"{r['lines'] / r['full_s']:>9,.0f} {r['full_s'] / r['parse_s']:>8.2f} {r['noop_s']:>8.2f} "
-            f"{r['one_file_s'] * 1e3:>10.1f}"
+            f"| {corpus[-44:]} | {r['files']:,} | {r['lines']:,} | {r['files'] / r['full_s']:,.0f} | "
+            f"{r['parse_s']:.2f} | {r['full_s'] / r['parse_s']:.2f} | "
+            f"{r['full_catalog_s'] / r['parse_s']:.2f} | "
+            f"{r['noop_s']:.2f} | {r['one_file_s'] * 1e3:.0f} | {r['one_file_catalog_s'] * 1e3:.0f} |"
         )
 
 

@@ -1,17 +1,26 @@
-"""Diamond selection on a 5,000-file index: how long one `select` takes once the repo is indexed.
+"""Issue 20 in one run: what each change costs, from a first index to the next `select`.
 
-    python bench/selection.py [CORPUS_DIR] [--files 5000] [--intents 20] [--budget 8000]
+    python bench/selection.py [CORPUS_DIR] [--intents 20] [--budget 8000] [--aider PYTHON]
 
-The corpus (default: this venv's site-packages, Python) is copied to a temporary folder, cut to
-`--files` source files, and indexed into a temporary SQLite store (not timed). Then:
-- the selection catalog is built (what `pagedctx index` does at its end: the cold cost, once per
-  index generation);
-- `--intents` selections, each intent made of a docstring's words from a random chunk, with the
-  catalog read from disk for the first and held in memory after (as in a long-running process);
-- the `pagedctx select` command end to end, a fresh process each time (Python start, imports,
-  catalog from disk, selection, JSON), median of 5.
-The reference, measured in the same run, is reading every chunk record of the store once
-(`hgetall sys/chunks`), which any selector that scanned the index per intent would pay.
+The corpus (default: Django 5.1.4's sdist, 2,899 files, cached by bench/pypi_sdist.py) is copied
+to a temporary folder (the bench edits a file) and indexed into a temporary SQLite store with a
+temporary PAGEDCTX_HOME. Printed as seconds and as a multiple of the reference, measured in the
+same run: tree-sitter's raw parse + tags query of the same files (bench/index.py), single process.
+
+- full index with catalog: `Index.update` with the parsing workers making the catalog's parts,
+  then the catalog built from them and saved (what `pagedctx index` does);
+- one file changed, index + catalog: an update after a function is appended to a median-sized
+  file, and the catalog following it in memory (a Session, a serve replica) -- and the same from
+  the command line, `pagedctx index ROOT` in a fresh process (the snapshot on disk followed);
+- what the catalog cost before issue 20, for comparison: a catalog rebuilt from scratch;
+- select cold: `pagedctx select` in a fresh process (Python start, imports, catalog snapshot
+  read, tokenizer load, selection, JSON), median of 5 intents;
+- select warm: `select_context` with the catalog in memory, median of `--intents` intents (each
+  made of a real docstring's words);
+- aider's RepoMap on the same files, when an interpreter with aider-chat is given (`--aider`, or
+  /tmp/aider-venv/bin/python exists): a fresh process without aider's tags cache (cold), and
+  another with the cache it left (warm). Install it aside, never in this project's venv:
+  `python -m venv /tmp/aider-venv && /tmp/aider-venv/bin/pip install aider-chat==0.86.2`.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,15 +37,33 @@ import tempfile
 import time
 from pathlib import Path
 
-from pagedctx.host.ingest.index import Index
+from pagedctx.host.code.languages import language_for_path
+from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
+from pagedctx.host.ingest.walk import walk_roots
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import _MEMO, load_catalog
+from pagedctx.host.select.catalog import CollectedParts, build_catalog, load_catalog
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pces import SITE, copy_corpus
+from index import django, raw_parse_seconds
+
+AIDER_VERSION = "0.86.2"
+AIDER_PYTHON = Path("/tmp/aider-venv/bin/python")
+AIDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from aider.io import InputOutput
+from aider.models import Model
+from aider.repomap import RepoMap
+root, words = Path(sys.argv[1]), sys.argv[2].split()
+files = [str(p) for p in sorted(root.rglob("*.py"))]
+started = time.perf_counter()
+repo_map = RepoMap(map_tokens=8000, root=str(root), main_model=Model("gpt-4o"), io=InputOutput(yes=True))
+text = repo_map.get_repo_map([], files, mentioned_fnames=set(), mentioned_idents=set(words))
+print(time.perf_counter() - started, len(text or ""))
+"""
 
 
 def intents(index: Index, count: int, rng: random.Random) -> list[str]:
@@ -50,66 +78,130 @@ def intents(index: Index, count: int, rng: random.Random) -> list[str]:
     return out
 
 
-def main() -> None:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    return time.perf_counter() - started, done.stdout
+
+
+def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, float]]:
+    """aider's RepoMap over the same files: cold (no tags cache), then warm (its cache on disk)."""
+    version = subprocess.run(
+        [str(python), "-c", "import aider; print(aider.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if version != AIDER_VERSION:
+        print(f"aider: {python} has aider {version or 'not installed'}, not {AIDER_VERSION}: skipped")
+        return []
+    shutil.rmtree(tree / ".aider.tags.cache.v4", ignore_errors=True)
+    rows = []
+    for label in ("cold: no tags cache", "warm: its tags cache on disk"):
+        out = subprocess.run(
+            [str(python), "-c", AIDER_SCRIPT, str(tree), intent],
+            check=True, capture_output=True, text=True, cwd=tree,
+            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # offline: no price list
+        )  # fmt: skip
+        seconds = float(out.stdout.split()[-2])
+        rows.append(
+            (f"aider {AIDER_VERSION} RepoMap, fresh process, {label} (map built in-process)", seconds)
+        )
+    return rows
+
+
+def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("corpus", nargs="?", type=Path, default=SITE)
-    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("corpus", nargs="?", type=Path)
     parser.add_argument("--intents", type=int, default=20)
     parser.add_argument("--budget", type=int, default=8000)
+    parser.add_argument("--aider", type=Path, default=AIDER_PYTHON if AIDER_PYTHON.exists() else None)
     args = parser.parse_args()
     rng = random.Random(5)
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "home"
-        tree = Path(tmp) / "corpus"
-        files = copy_corpus(args.corpus, tree, args.files)
-        url = f"sqlite:///{Path(tmp) / 'state.db'}"
+    with tempfile.TemporaryDirectory(prefix="pagedctx-selection-") as tmp:
+        work = Path(tmp)
+        home = work / "home"
+        os.environ["PAGEDCTX_HOME"] = str(home)
+        # fresh processes run as an installed package does, from compiled bytecode (kept out of the tree)
+        env = {**os.environ, "PAGEDCTX_HOME": str(home), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run(
+            [sys.executable, "-m", "pagedctx", "--version"], env=env, check=True, capture_output=True
+        )
+        source = args.corpus or django(work / "sdist")
+        tree = work / "corpus"
+        shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
+        walk = walk_roots([tree], tree, max_file_bytes=DEFAULT_MAX_FILE_BYTES)
+        files = [Path(f.path) for f in walk.files if language_for_path(f.rel) is not None]
+        reference = raw_parse_seconds(files)
+        url = f"sqlite:///{work / 'state.db'}"
         index = Index(open_store(url))
-        report = index.update([tree])
-        print(f"corpus: {files} files, {report.chunks} chunks indexed in {report.seconds:.1f} s")
+        index.counter.count("warm up")  # the tokenizer loaded, as in a long-lived process
+
+        parts = CollectedParts()
+        started = time.perf_counter()
+        report = index.update([tree], hook=parts.hook())
+        index_only = time.perf_counter() - started
+        load_catalog(index, parts=parts.parts)
+        full = time.perf_counter() - started
+
+        target = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]
+        target.write_text(target.read_text() + "\n\ndef bench_edit_one():\n    return 1\n")
+        parts = CollectedParts()
+        started = time.perf_counter()
+        index.update([tree], hook=parts.hook())
+        one_index = time.perf_counter() - started
+        _, followed = load_catalog(index, parts=parts.parts)
+        one_file = time.perf_counter() - started
+        assert followed.source == "followed" and followed.files == 1, followed
 
         started = time.perf_counter()
-        index.store.hgetall(keys.CHUNKS)
-        reference = time.perf_counter() - started
+        build_catalog(index)
+        scratch = time.perf_counter() - started
 
-        os.environ["PAGEDCTX_HOME"] = str(home)
-        _, load = load_catalog(index)
-        print(f"catalog build (once per index generation): {load.seconds:.2f} s")
+        target.write_text(target.read_text() + "\n\ndef bench_edit_two():\n    return 2\n")
+        cli_index, _ = timed(
+            [sys.executable, "-m", "pagedctx", "index", str(tree), "--store", url, "--json"], env
+        )
 
         asked = intents(index, args.intents, rng)
-        timings: list[float] = []
-        first_from_disk = 0.0
-        for number, intent in enumerate(asked):
-            if number == 0:
-                _MEMO.clear()
-            started = time.perf_counter()
-            selection = select_context(index, intent, Budget(total=args.budget))
-            elapsed = time.perf_counter() - started
-            assert selection.tokens <= args.budget
-            if number == 0:
-                first_from_disk = elapsed
-            else:
-                timings.append(elapsed)
-
-        cli: list[float] = []
-        env = {**os.environ, "PAGEDCTX_HOME": str(home)}
+        cold: list[float] = []
         for intent in asked[:5]:
-            started = time.perf_counter()
-            out = subprocess.run(
+            seconds, out = timed(
                 [sys.executable, "-m", "pagedctx", "select", "--store", url, "--intent", intent,
                  "--budget", str(args.budget)],
-                check=True, capture_output=True, text=True, env=env,
+                env,
             )  # fmt: skip
-            cli.append(time.perf_counter() - started)
-            json.loads(out.stdout)
+            json.loads(out)
+            cold.append(seconds)
+        load_catalog(index)
+        warm: list[float] = []
+        for intent in asked:
+            started = time.perf_counter()
+            selection = select_context(index, intent, Budget(total=args.budget))
+            warm.append(time.perf_counter() - started)
+            assert selection.tokens <= args.budget
+        third = asked[0].split()[:6]
+        aider = aider_rows(args.aider, tree, " ".join(third)) if args.aider else []
+        if not args.aider:
+            print(f"aider: no interpreter with aider-chat=={AIDER_VERSION} (--aider PYTHON): skipped")
 
-    warm = statistics.median(timings)
     rows = [
-        ("reading every chunk record once (reference)", reference),
-        ("select, catalog read from disk (first in a process)", first_from_disk),
-        ("select, catalog in memory (median)", warm),
-        ("`pagedctx select` command, fresh process (median of 5)", statistics.median(cli)),
+        ("raw tree-sitter parse + tags of the same files (reference)", reference),
+        ("full index (parse, chunks, symbols, store; catalog parts in the workers)", index_only),
+        ("full index with catalog (built from the parts, saved)", full),
+        ("one file changed: index", one_index),
+        ("one file changed: index + catalog followed in memory", one_file),
+        ("one file changed: `pagedctx index ROOT`, fresh process (snapshot followed)", cli_index),
+        ("for comparison: the catalog rebuilt from scratch (before issue 20, every change)", scratch),
+        ("`pagedctx select`, fresh process, catalog on disk (median of 5)", statistics.median(cold)),
+        (f"select_context, catalog in memory (median of {len(warm)})", statistics.median(warm)),
+        *aider,
     ]
-    print(f"\n| {files} files, budget {args.budget} | s | x reference |\n|---|---|---|")
+    print(
+        f"\n{len(files):,} files, {report.chunks:,} chunks, budget {args.budget}\n\n"
+        "| step | s | x raw parse + tags |\n|---|---|---|"
+    )
     for label, seconds in rows:
         print(f"| {label} | {seconds:.3f} | {seconds / reference:.2f} |")
 

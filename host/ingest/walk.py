@@ -181,9 +181,11 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
     walk: _Walk, directory: str, folder_rel: str, real_dir: str, ignores: list[_Ignore]
 ) -> None:
     result = walk.result
-    own = _load_gitignore(directory, folder_rel)
+    entries = _entries(directory, folder_rel, result)
+    # only a folder that lists a .gitignore has one to read (no failed open per folder)
+    own = _load_gitignore(directory, folder_rel) if any(e.name == ".gitignore" for e in entries) else None
     scoped = [*ignores, own] if own is not None else ignores
-    for entry in _entries(directory, folder_rel, result):
+    for entry in entries:
         rel = f"{folder_rel}/{entry.name}" if folder_rel else entry.name
         try:
             is_link = entry.is_symlink()
