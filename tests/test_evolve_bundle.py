@@ -16,6 +16,7 @@ from evolve_support import (
     WRONG_ADD,
     calc_project,
     envelope,
+    modify,
     scripted_profile,
     write_task,
 )
@@ -211,6 +212,42 @@ def test_a_smaller_budget_is_compared_attempt_by_attempt(recorded: Path, tmp_pat
     assert any(before > after for before, after in (r["tokens"] for r in rounds[1:]))
     assert [r["actions"][0] for r in rounds] == [["FAIL", "CI_FAILED"], ["FAIL", "CI_FAILED"],
                                                  ["FAULT", "PREFLIGHT_FAILED"], ["PASS"]]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_history_folds_replay_from_recorded_consolidator_calls(tmp_path: Path) -> None:
+    """P10, P15: twelve faults fold the first eight attempts; a model Consolidator's calls go into
+    calls.jsonl with the generator's, and the replay answers the fold from them: it reproduces
+    even once the bundle's configuration names the baseline's merge instead. A generator that
+    broke its contract is a fault whose message names its backend: the replay names it alike."""
+    import yaml
+
+    repo = calc_project(tmp_path / "repo")
+    task = write_task(tmp_path / "task.json")
+    gone = envelope([modify("calc/ops.py::gone", "def gone():\n    pass\n")])  # MERGE_CONFLICT: no tests
+    profile = tmp_path / "fold.yaml"
+    roles = {
+        "generator": {"backend": "scripted", "answers": ["not json", "not json"] + [gone] * 11},
+        "consolidator": {"backend": "scripted", "answers": ["not an envelope"] * 4},
+    }
+    profile.write_text(yaml.safe_dump({"models": {"roles": roles}}))
+    bundle = tmp_path / "bundle"
+    run = CliRunner().invoke(
+        app,
+        ["evolve", "--repo", str(repo), "--task", str(task), "--rounds", "12", "--budget", "3000",
+         "--profile", str(profile), "--bundle", str(bundle)],
+    )  # fmt: skip
+    assert run.exit_code == 1, run.output
+    modules = [json.loads(line)["module"] for line in (bundle / "calls.jsonl").read_text().splitlines()]
+    assert modules.count("generator") == 13 and modules.count("consolidator") == 2
+    contexts = [json.loads(line) for line in (bundle / "contexts.jsonl").read_text().splitlines()]
+    assert "'generator' on scripted:scripted broke its contract" in contexts[1]["payload"]["history"]
+    assert "the consolidator failed" in contexts[-1]["payload"]["history"]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["config"]["models"]["roles"]["consolidator"] = {"backend": "baseline"}
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    code, outcome, _ = _replay(bundle)
+    assert (code, outcome["status"], outcome["rounds_replayed"]) == (0, "reproduced", 13), outcome
 
 
 def test_bundle_flags_are_checked_before_any_work(tmp_path: Path) -> None:

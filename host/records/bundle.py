@@ -245,6 +245,11 @@ class EvolveManifest(BaseModel):
     updated: datetime
     session: str
     generator: str = Field(description="the generator's policy name")
+    backends: dict[str, str] = Field(
+        default_factory=dict,
+        description="model role -> the name its backend went by (a role's error messages say it, and "
+        "the history shows them): generator, and consolidator when a model",
+    )
     task: dict[str, Any] = Field(description="the evolve task (docs/evolve.md)")
     config: dict[str, Any] = Field(description="the resolved configuration, without store and home")
     settings: dict[str, Any] = Field(description="the latest run's settings")

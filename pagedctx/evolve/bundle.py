@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.errors import PagedctxError, UsageError
+from pagedctx.host.models.base import ModelReply, ModelRequest
 from pagedctx.host.records.bundle import (
     MANIFEST,
     EvolveAttemptEvent,
@@ -141,6 +142,51 @@ def _files(root: Path) -> dict[str, Path]:
     }
 
 
+class _AsRecorded:
+    """A backend answering from a recording under the name the recorded backend had: a model
+    role's error messages name its backend, and the history shows them to the next rounds."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self.inner = inner
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name or self.inner.name
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        reply: ModelReply = self.inner.complete(request)
+        return reply
+
+
+def _recorded_consolidator(config: Any, calls: Path) -> tuple[Any, str]:
+    """The profile's Consolidator with its calls appended to `calls`, and its backend's name, when
+    it is a model (the history's folds); (None, "") for the baseline's merge, which calls nothing."""
+    from pagedctx._app import role_specs
+    from pagedctx.host.models.factory import build_backend
+    from pagedctx.host.models.runner import ModelModuleRunner
+    from pagedctx.host.roles.model_backed import ModelConsolidator
+
+    spec = role_specs(config.models)["consolidator"]
+    if spec.backend == "baseline":
+        return None, ""
+    backend = build_backend(spec.model_copy(update={"record": str(calls)}))
+    return ModelConsolidator(ModelModuleRunner(backend)), backend.name
+
+
+def _replayed_consolidator(calls: Path, name: str) -> Any:
+    """A Consolidator answering from the recorded consolidator calls, when there are any."""
+    from pagedctx.host.models.recorded import ReplayBackend, read_calls
+    from pagedctx.host.models.runner import ModelModuleRunner
+    from pagedctx.host.roles.model_backed import ModelConsolidator
+
+    recorded = [c for c in read_calls(calls) if c.module == "consolidator"] if calls.is_file() else []
+    if not recorded:
+        return None
+    backend = _AsRecorded(ReplayBackend(recorded, source=str(calls)), name)
+    return ModelConsolidator(ModelModuleRunner(backend))
+
+
 class EvolveBundleRecorder:
     """Writes an evolve session's bundle as its attempts finish (see the module docstring).
 
@@ -223,6 +269,7 @@ class EvolveBundleRecorder:
         attempts = evolution.attempts()
         now = datetime.now(UTC)
         settings = evolution.meta.settings.model_dump(mode="json")
+        consolidator, name = _recorded_consolidator(evolution.config, self.calls)
         self.folder.mkdir(parents=True, exist_ok=True)
         with self._locked():
             manifest = self._manifest
@@ -258,11 +305,23 @@ class EvolveBundleRecorder:
                     )
                 self.clock.take()  # the end of an earlier run (its last stop check): not an attempt's
             run = EvolveRun(first_attempt=len(attempts), settings=settings, started=now)
+            backends = {
+                **manifest.backends,
+                "generator": str(getattr(evolution.generator, "backend_name", "")),
+            }
+            if consolidator is not None:
+                backends["consolidator"] = name
             manifest = manifest.model_copy(
-                update={"runs": (*manifest.runs, run), "settings": settings, "updated": now}
+                update={
+                    "runs": (*manifest.runs, run),
+                    "settings": settings,
+                    "updated": now,
+                    "backends": backends,
+                }
             )
             self._write(manifest.model_copy(update={"digests": self._digests(manifest)}))
         evolution.on_payload = self.payload
+        evolution.consolidator = consolidator
 
     def payload(self, number: int, payload: dict[str, Any]) -> None:
         """The loop's hook: the payload of the attempt under way."""
@@ -369,7 +428,10 @@ def _generator(folder: Path, manifest: EvolveManifest, config: Any, *, verify: b
         else ScriptedBackend([c.text for c in recorded], model="recorded-in-order")
     )
     generator = ModuleGenerator(
-        backend, policy=manifest.generator or "replay", counter=counter, modules_root=config.modules_dir
+        _AsRecorded(backend, manifest.backends.get("generator", "")),
+        policy=manifest.generator or "replay",
+        counter=counter,
+        modules_root=config.modules_dir,
     )
     return generator, backend if verify else None
 
@@ -389,6 +451,7 @@ def _run(
     *,
     scratch: Path,
     budget: int | None,
+    counterfactual: bool,
     into: _Replayed,
 ) -> None:
     """The recorded runs again, what they did kept `into` (as far as they got)."""
@@ -401,6 +464,12 @@ def _run(
     events, contexts, attempts = into.events, into.contexts, into.attempts
     payloads: dict[int, dict[str, Any]] = {}
     repo: Path | None = _materialise(folder, manifest, scratch / "sources")
+    # verify: the recorded folds answer; a counterfactual folds other pages, with the profile's role
+    consolidator = (
+        None
+        if counterfactual
+        else _replayed_consolidator(folder / manifest.calls, manifest.backends.get("consolidator", ""))
+    )
     task: EvolveTask | None = EvolveTask.model_validate(manifest.task)
 
     def kept(attempt: Any) -> None:
@@ -439,6 +508,7 @@ def _run(
         ) as evolution:
             repo = task = None  # the runs after the first resume the session
             evolution.on_payload = payloads.__setitem__
+            evolution.consolidator = consolidator
             evolution.run(on_attempt=kept)
 
 
@@ -574,7 +644,7 @@ def replay_evolve_bundle(
             )
             _run(
                 folder, manifest, private_config(config, Path(scratch)), generator,
-                scratch=Path(scratch), budget=budget, into=done,
+                scratch=Path(scratch), budget=budget, counterfactual=counterfactual, into=done,
             )  # fmt: skip
             unused = len(backend.unused()) if backend is not None else 0
         except (PagedctxError, OSError) as exc:

@@ -75,6 +75,11 @@ class ModuleGenerator:
     def policy(self) -> str:
         return self._policy
 
+    @property
+    def backend_name(self) -> str:
+        """The backend's name, as the runner's messages say it (an evolve bundle keeps it)."""
+        return self._runner.backend.name
+
     def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault:
         prompt = self._counter.count(str(payload)) if self._counter is not None else 0
         try:

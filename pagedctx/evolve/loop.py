@@ -37,7 +37,7 @@ from typing import Any
 
 from pagedctx.errors import ProtocolFault, UsageError
 from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
-from pagedctx.evolve.history import AttemptHistory, describe
+from pagedctx.evolve.history import AttemptHistory, Consolidator, describe
 from pagedctx.evolve.records import (
     Attempt,
     AttemptTokens,
@@ -146,6 +146,8 @@ class Evolution:
         self._selections: dict[str, str] = {}  # tree digest -> selected code
         # (attempt number, the generator's payload) before each generator call: a bundle keeps it
         self.on_payload: Callable[[int, dict[str, Any]], None] | None = None
+        # the history's Consolidator when not the profile's (a bundle records or replays its calls)
+        self.consolidator: Consolidator | None = None
 
     @property
     def id(self) -> str:
@@ -429,7 +431,7 @@ class Evolution:
             self._history = AttemptHistory(
                 self.records.store,
                 self.id,
-                consolidator=consolidator_role(self.config.models),
+                consolidator=self.consolidator or consolidator_role(self.config.models),
                 counter=self.counter,
             )
         return self._history
