@@ -173,8 +173,9 @@ def test_a_changed_answer_diverges_at_its_attempt_with_the_cause_and_a_diff(
 def test_a_call_never_recorded_and_an_altered_copy_are_named(recorded: Path, tmp_path: Path) -> None:
     """D3, P15: the last recorded call gone (its digest made to match): attempt 3 asks the
     generator something the recording does not hold, a fault where a PASS was, and the cause
-    says so; a copy of the original code altered is named before the run, and the first
-    attempt's payload (the code shown) diverges with the diff of the two payloads."""
+    says so; another package version and a copy of the original code altered are named before
+    the run, and the first attempt's payload (the code shown) diverges with the diff of the two
+    payloads."""
     bundle = _copy(recorded, tmp_path)
     calls = (bundle / "calls.jsonl").read_text().splitlines()
     (bundle / "calls.jsonl").write_text("\n".join(calls[:2]) + "\n")
@@ -188,9 +189,13 @@ def test_a_call_never_recorded_and_an_altered_copy_are_named(recorded: Path, tmp
     digest = load_evolve_manifest(altered).base["calc/ops.py"]
     copy = altered / "inputs" / digest
     copy.write_text(copy.read_text().replace("Multiply two numbers.", "Multiply two numbers, fast."))
+    manifest = json.loads((altered / "manifest.json").read_text())
+    manifest["package_version"] = "0.0.1"
+    (altered / "manifest.json").write_text(json.dumps(manifest))
     code, outcome, _ = _replay(altered)
     divergence = outcome["divergence"]
     assert (code, divergence["round"], divergence["field"]) == (1, 1, "payload_sha256")
+    assert divergence["cause"].startswith("the package version differs: recorded 0.0.1, now ")
     assert f"the bundle's copy of calc/ops.py was altered (inputs/{digest})" in divergence["cause"]
     assert '+    """Multiply two numbers, fast."""' in divergence["diff"]
 
