@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from pagedctx.errors import PagedctxError
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.select import catalog as catalog_module
 from pagedctx.host.select import postings, select_context
 from pagedctx.host.select.catalog import Catalog, CollectedParts, build_catalog, follow
 from pagedctx.host.select.rank import rank
@@ -283,3 +285,40 @@ def test_parts_made_by_the_parsing_workers_build_the_same_catalog(
     index.update([repo], hook=again.hook())
     assert list(again.parts) == ["m3/f31.py"]
     assert_same(index, follow(built, index, again.parts), monkeypatch)
+
+
+def test_readers_never_see_a_half_written_snapshot(
+    workspace: tuple[Path, Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 (the cache race seen once as a bm25s ResourceWarning under load): while one thread
+    writes snapshots and prunes the others at once (no grace), readers that load from disk always
+    get the whole catalog: a snapshot appears complete or not at all, and one removed under a
+    reader is passed over."""
+    repo, index = workspace
+    for number in range(8):
+        (repo / f"f{number}.py").write_text(source(number))
+    index.update([repo])
+    expected = build_catalog(index)
+    monkeypatch.setattr(catalog_module, "GRACE_SECONDS", 0.0)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            while not stop.is_set():
+                folder = catalog_module.catalog_dir(index.store.url)
+                catalog_module._prune(folder, expected.save(folder))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(40):
+            catalog_module._MEMO.clear()
+            loaded, _ = catalog_module.load_catalog(index)
+            assert canonical(loaded) == canonical(expected)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors

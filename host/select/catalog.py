@@ -78,6 +78,7 @@ __all__ = [
 CATALOG_FORMAT = 2  # bump when the layout or the term rules change: old snapshots are rebuilt
 SNAPSHOT_DRIFT = 32  # files changed since the snapshot on disk before a new one is written
 GRACE_SECONDS = 120.0  # an older snapshot is kept this long after a newer one appeared
+_STALE_TEMPORARY = 3600.0  # a temporary folder this old was left by a writer that died
 _READ_ALL = 20_000  # chunks: reading more than this one by one costs more than reading them all
 _PATH_SPLIT = re.compile(r"[/\\._\-]+")
 _EXTENSION_TEXT = "py pyi go ts tsx js jsx mjs cjs rs java c h cc cpp cxx hpp hh s asm ld lds"
@@ -824,14 +825,16 @@ def _snapshots(folder: Path, instance: str) -> list[Path]:
 
 
 def _prune(folder: Path, keep: Path) -> None:
-    """Remove snapshots other than `keep` once older than the grace period, and stale temporaries."""
+    """Remove snapshots other than `keep` once older than the grace period, and temporaries left by
+    writers that died (an hour old: one being written is never taken)."""
     now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             if entry.path == str(keep):
                 continue
+            limit = _STALE_TEMPORARY if entry.name.startswith(".tmp-") else GRACE_SECONDS
             with contextlib.suppress(OSError):
-                if now - entry.stat().st_mtime > GRACE_SECONDS:
+                if now - entry.stat().st_mtime > limit:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
