@@ -14,6 +14,7 @@ from evolve_support import (
     BROKEN_ADD,
     RIGHT_ADD,
     WRONG_ADD,
+    by_attempt,
     calc_project,
     envelope,
     modify,
@@ -253,6 +254,43 @@ def test_the_history_folds_replay_from_recorded_consolidator_calls(tmp_path: Pat
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     code, outcome, _ = _replay(bundle)
     assert (code, outcome["status"], outcome["rounds_replayed"]) == (0, "reproduced", 13), outcome
+
+
+@pytest.mark.slow
+def test_the_python_api_records_and_replays_a_bundle(tmp_path: Path) -> None:
+    """D3, P15 from Python (docs/evolve.md): a generator whose answers depend on the payload (the
+    attempt number, the parent), its backend wrapped to record into the bundle, the recorder's
+    clock, `bind`, `attempt` per attempt; `replay_evolve_bundle` reproduces it."""
+    from pagedctx.config import load_config
+    from pagedctx.evolve import load_task, open_evolution
+    from pagedctx.evolve.bundle import EvolveBundleRecorder, replay_evolve_bundle
+    from pagedctx.evolve.generator import ModuleGenerator
+    from pagedctx.host.models.recorded import RecordingBackend
+    from pagedctx.protocol.tokens import token_counter
+
+    script = {1: [WRONG_ADD], 2: [RIGHT_ADD]}
+    backend = by_attempt(lambda number, payload: envelope(script[number], f"from {payload['parent']['id']}"))
+    config = load_config()
+    folder = tmp_path / "runs" / "e1"
+    recorder = EvolveBundleRecorder.open(folder, session=None)
+    generator = ModuleGenerator(
+        RecordingBackend(backend, recorder.calls),
+        policy="by-attempt",
+        counter=token_counter(config.tokenizer),
+    )
+    with open_evolution(
+        config=config,
+        repo=calc_project(tmp_path / "repo"),
+        task=load_task(write_task(tmp_path / "task.json")),
+        settings={"rounds": 2, "budget": 3000},
+        generator=generator,
+        clock=recorder.clock,
+    ) as evolution:
+        recorder.bind(evolution)
+        stop = evolution.run(on_attempt=recorder.attempt)
+    assert stop.code == "ROUNDS_DONE" and recorder.manifest.backends == {"generator": "function:by-attempt"}
+    outcome = replay_evolve_bundle(folder)
+    assert (outcome.status, outcome.rounds_replayed, outcome.divergence) == ("reproduced", 3, None)
 
 
 def test_bundle_flags_are_checked_before_any_work(tmp_path: Path) -> None:
