@@ -5,6 +5,7 @@ and gets PASS (S5, S6, C1, E2, E6-E9, P3, P4, P9)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -156,8 +157,21 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
                 assert not error and context.startswith("<PagedContext")
                 error, text = await call(client, "consult", page_id="ffffffff")
                 assert error and "Bus Fault" in text
+            legacy = httpx2.AsyncClient(headers={"Authorization": "Bearer secret-token-1"}, timeout=60)
+            async with Client(streamable_http_client(url, http_client=legacy), mode="legacy") as client:
+                error, context = await call(client, "session_ask", intent="which test fails")
+                assert not error and context.startswith("<PagedContext")
 
         anyio.run(run)
+    from pagedctx.host.store.url import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    sessions = {key.split("/")[2] for key in store.scan_keys("pagedctx/session/") if key.endswith("/inputs")}
+    store.close()
+    token_session = "mcp.t" + hashlib.sha256(b"secret-token-1").hexdigest()[:16]  # stateless: the token's
+    assert token_session in sessions and any(re.fullmatch(r"mcp\.[0-9a-f]{32}", s) for s in sessions), (
+        sessions
+    )
 
 
 def test_the_cli_refuses_what_it_cannot_serve(tmp_path: Path) -> None:

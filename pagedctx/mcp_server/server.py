@@ -8,12 +8,16 @@ Resources: `pagedctx://context` (this connection's session's latest context),
 tool error whose text says what was wrong, never a crash.
 
 One pagedctx session per client connection: over stdio, the process's (`--session ID` resumes
-one); over streamable HTTP, `X-Session-Id` when the client sends it, else one per MCP session
-(`mcp.<its id>`). Over HTTP a bearer token is required off loopback, as for `pagedctx serve`.
+one). Over streamable HTTP: `X-Session-Id` when the client sends it; else a stateful (2025
+protocol) client's MCP session (`mcp.<Mcp-Session-Id>`); a stateless (2026 protocol) request
+carries no connection id, so it is the bearer token's session (`mcp.t<sha256 of the token>`), or
+without a token the server's own. Over HTTP a bearer token is required off loopback, as for
+`pagedctx serve`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import uuid
 from collections.abc import Awaitable, Callable
@@ -46,8 +50,13 @@ def connection_session(ctx: Context[Any, Any] | None, fallback: str) -> str:
         if not SESSION_ID.match(chosen):
             raise ToolError(f"X-Session-Id {chosen!r}: use 1-96 letters, digits and . _ : -")
         return chosen
-    connection = headers.get("mcp-session-id")
-    return f"mcp.{connection}" if connection else fallback
+    connection = headers.get("mcp-session-id")  # a stateful (2025) client's connection
+    if connection:
+        return f"mcp.{connection}"
+    token = headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if token:  # a stateless (2026) client: no connection id; one session per token
+        return "mcp.t" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    return fallback
 
 
 async def _call(work: Callable[[], str]) -> str:
