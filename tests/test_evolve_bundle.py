@@ -87,6 +87,7 @@ def test_an_evolve_bundle_holds_the_session(recorded: Path) -> None:
     assert set(manifest.base) == {"calc/__init__.py", "calc/ops.py", "tests/test_ops.py"}
     assert all((recorded / "inputs" / digest).is_file() for digest in manifest.base.values())
     assert [(r.first_attempt, r.settings["rounds"]) for r in manifest.runs] == [(0, 2), (3, 3)]
+    assert [r.backends for r in manifest.runs] == [{"generator": "scripted:scripted"}] * 2
     assert manifest.settings["budget"] == 3000 and manifest.task["goal"].startswith("make add return")
     assert manifest.clock_start is not None and manifest.package_version
     assert set(manifest.digests) == {"trace.jsonl", "contexts.jsonl", "calls.jsonl"}
@@ -250,6 +251,10 @@ def test_the_history_folds_replay_from_recorded_consolidator_calls(tmp_path: Pat
     assert "'generator' on scripted:scripted broke its contract" in contexts[1]["payload"]["history"]
     assert "the consolidator failed" in contexts[-1]["payload"]["history"]
     manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["runs"][0]["backends"] == {
+        "generator": "scripted:scripted",
+        "consolidator": "scripted:scripted",
+    }
     manifest["config"]["models"]["roles"]["consolidator"] = {"backend": "baseline"}
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     code, outcome, _ = _replay(bundle)
@@ -288,7 +293,9 @@ def test_the_python_api_records_and_replays_a_bundle(tmp_path: Path) -> None:
     ) as evolution:
         recorder.bind(evolution)
         stop = evolution.run(on_attempt=recorder.attempt)
-    assert stop.code == "ROUNDS_DONE" and recorder.manifest.backends == {"generator": "function:by-attempt"}
+    assert stop.code == "ROUNDS_DONE" and recorder.manifest.runs[0].backends == {
+        "generator": "function:by-attempt"
+    }
     outcome = replay_evolve_bundle(folder)
     assert (outcome.status, outcome.rounds_replayed, outcome.divergence) == ("reproduced", 3, None)
 

@@ -208,6 +208,11 @@ class EvolveRun(BaseModel):
     first_attempt: int = Field(ge=0, description="the number of the first attempt this run made")
     settings: dict[str, Any] = Field(description="rounds, budget, max_tokens, time_seconds, until, strategy")
     started: datetime
+    backends: dict[str, str] = Field(
+        default_factory=dict,
+        description="model role -> the name its backend went by in this run (a role's error messages "
+        "say it, and the history shows them): generator, and consolidator when a model",
+    )
 
 
 class EvolveAttemptEvent(BaseModel):
@@ -245,11 +250,6 @@ class EvolveManifest(BaseModel):
     updated: datetime
     session: str
     generator: str = Field(description="the generator's policy name")
-    backends: dict[str, str] = Field(
-        default_factory=dict,
-        description="model role -> the name its backend went by (a role's error messages say it, and "
-        "the history shows them): generator, and consolidator when a model",
-    )
     task: dict[str, Any] = Field(description="the evolve task (docs/evolve.md)")
     config: dict[str, Any] = Field(description="the resolved configuration, without store and home")
     settings: dict[str, Any] = Field(description="the latest run's settings")

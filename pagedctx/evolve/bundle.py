@@ -146,13 +146,13 @@ class _AsRecorded:
     """A backend answering from a recording under the name the recorded backend had: a model
     role's error messages name its backend, and the history shows them to the next rounds."""
 
-    def __init__(self, inner: Any, name: str) -> None:
+    def __init__(self, inner: Any, name: str = "") -> None:
         self.inner = inner
-        self._name = name
+        self.recorded_name = name  # set per recorded run
 
     @property
     def name(self) -> str:
-        return self._name or self.inner.name
+        return self.recorded_name or self.inner.name
 
     def complete(self, request: ModelRequest) -> ModelReply:
         reply: ModelReply = self.inner.complete(request)
@@ -174,17 +174,18 @@ def _recorded_consolidator(config: Any, calls: Path) -> tuple[Any, str]:
     return ModelConsolidator(ModelModuleRunner(backend)), backend.name
 
 
-def _replayed_consolidator(calls: Path, name: str) -> Any:
-    """A Consolidator answering from the recorded consolidator calls, when there are any."""
+def _replayed_consolidator(calls: Path) -> tuple[Any, _AsRecorded | None]:
+    """A Consolidator answering from the recorded consolidator calls, when there are any, and its
+    backend (named per run)."""
     from pagedctx.host.models.recorded import ReplayBackend, read_calls
     from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.roles.model_backed import ModelConsolidator
 
     recorded = [c for c in read_calls(calls) if c.module == "consolidator"] if calls.is_file() else []
     if not recorded:
-        return None
-    backend = _AsRecorded(ReplayBackend(recorded, source=str(calls)), name)
-    return ModelConsolidator(ModelModuleRunner(backend))
+        return None, None
+    backend = _AsRecorded(ReplayBackend(recorded, source=str(calls)))
+    return ModelConsolidator(ModelModuleRunner(backend)), backend
 
 
 class EvolveBundleRecorder:
@@ -214,9 +215,7 @@ class EvolveBundleRecorder:
                     f"--session {manifest.session}, or give a new folder"
                 )
             return cls(folder, manifest, recording)
-        if folder.exists() and (
-            not folder.is_dir() or any(p.name != "calls.jsonl" for p in folder.iterdir())
-        ):
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise UsageError(f"--bundle {folder} exists and is not an empty folder; give a new one")
         return cls(folder, None, recording)
 
@@ -301,23 +300,16 @@ class EvolveBundleRecorder:
                 if manifest.attempts != len(attempts):
                     raise UsageError(
                         f"bundle {self.folder} holds {manifest.attempts} attempt(s) of session "
-                        f"{evolution.id}, the store {len(attempts)}: give a new folder"
+                        f"{evolution.id}, the store {len(attempts)} (a run killed between the two): "
+                        "it cannot go on; resume the session without --bundle"
                     )
                 self.clock.take()  # the end of an earlier run (its last stop check): not an attempt's
-            run = EvolveRun(first_attempt=len(attempts), settings=settings, started=now)
-            backends = {
-                **manifest.backends,
-                "generator": str(getattr(evolution.generator, "backend_name", "")),
-            }
+            backends = {"generator": str(getattr(evolution.generator, "backend_name", ""))}
             if consolidator is not None:
                 backends["consolidator"] = name
+            run = EvolveRun(first_attempt=len(attempts), settings=settings, started=now, backends=backends)
             manifest = manifest.model_copy(
-                update={
-                    "runs": (*manifest.runs, run),
-                    "settings": settings,
-                    "updated": now,
-                    "backends": backends,
-                }
+                update={"runs": (*manifest.runs, run), "settings": settings, "updated": now}
             )
             self._write(manifest.model_copy(update={"digests": self._digests(manifest)}))
         evolution.on_payload = self.payload
@@ -407,7 +399,16 @@ def _materialise(folder: Path, manifest: EvolveManifest, target: Path) -> Path:
     return root
 
 
-def _generator(folder: Path, manifest: EvolveManifest, config: Any, *, verify: bool, profile: bool) -> Any:
+@dataclass
+class _Generator:
+    generator: Any
+    named: _AsRecorded | None = None  # the backend named as each recorded run's was
+    replay: Any = None  # verify: the ReplayBackend (its unused answers)
+
+
+def _generator(
+    folder: Path, manifest: EvolveManifest, config: Any, *, verify: bool, profile: bool
+) -> _Generator:
     """Verify: the recorded calls answer by request digest. Counterfactual: the recorded answers
     in order (the same edits under other settings), or the profile's generator."""
     from pagedctx._app import generator_spec
@@ -418,22 +419,19 @@ def _generator(folder: Path, manifest: EvolveManifest, config: Any, *, verify: b
     counter = token_counter(config.tokenizer)
     calls = folder / manifest.calls
     if profile:
-        return ModuleGenerator.from_spec(
-            generator_spec(config.models), counter=counter, modules_root=config.modules_dir
-        ), None
+        spec = generator_spec(config.models)
+        return _Generator(ModuleGenerator.from_spec(spec, counter=counter, modules_root=config.modules_dir))
     recorded = [c for c in read_calls(calls) if c.module == "generator"] if calls.is_file() else []
     backend: Any = (
         ReplayBackend(recorded, source=str(calls))
         if verify
         else ScriptedBackend([c.text for c in recorded], model="recorded-in-order")
     )
+    named = _AsRecorded(backend)
     generator = ModuleGenerator(
-        _AsRecorded(backend, manifest.backends.get("generator", "")),
-        policy=manifest.generator or "replay",
-        counter=counter,
-        modules_root=config.modules_dir,
+        named, policy=manifest.generator or "replay", counter=counter, modules_root=config.modules_dir
     )
-    return generator, backend if verify else None
+    return _Generator(generator, named, backend if verify else None)
 
 
 @dataclass
@@ -447,7 +445,7 @@ def _run(
     folder: Path,
     manifest: EvolveManifest,
     config: Any,
-    generator: Any,
+    generator: _Generator,
     *,
     scratch: Path,
     budget: int | None,
@@ -465,11 +463,7 @@ def _run(
     payloads: dict[int, dict[str, Any]] = {}
     repo: Path | None = _materialise(folder, manifest, scratch / "sources")
     # verify: the recorded folds answer; a counterfactual folds other pages, with the profile's role
-    consolidator = (
-        None
-        if counterfactual
-        else _replayed_consolidator(folder / manifest.calls, manifest.backends.get("consolidator", ""))
-    )
+    consolidator, folds = (None, None) if counterfactual else _replayed_consolidator(folder / manifest.calls)
     task: EvolveTask | None = EvolveTask.model_validate(manifest.task)
 
     def kept(attempt: Any) -> None:
@@ -497,13 +491,16 @@ def _run(
             settings["budget"] = budget
         first = recorded.get(run.first_attempt)
         clock.begin(first.clock if first is not None else ())
+        for role, named in (("generator", generator.named), ("consolidator", folds)):
+            if named is not None:
+                named.recorded_name = run.backends.get(role, "")
         with open_evolution(
             config=config,
             session_id=manifest.session,
             repo=repo,
             task=task,
             settings=settings,
-            generator=generator,
+            generator=generator.generator,
             clock=clock,
         ) as evolution:
             repo = task = None  # the runs after the first resume the session
@@ -639,14 +636,14 @@ def replay_evolve_bundle(
     unused = 0
     with tempfile.TemporaryDirectory(prefix="pagedctx-evolve-replay-") as scratch:
         try:
-            generator, backend = _generator(
+            generator = _generator(
                 folder, manifest, config, verify=not counterfactual, profile=profile is not None
             )
             _run(
                 folder, manifest, private_config(config, Path(scratch)), generator,
                 scratch=Path(scratch), budget=budget, counterfactual=counterfactual, into=done,
             )  # fmt: skip
-            unused = len(backend.unused()) if backend is not None else 0
+            unused = len(generator.replay.unused()) if generator.replay is not None else 0
         except (PagedctxError, OSError) as exc:
             error = str(exc)
     recorded = _events(folder / manifest.trace)
