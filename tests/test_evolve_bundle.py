@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import UsageError
-from pagedctx.evolve.bundle import context_text
+from pagedctx.evolve.bundle import context_text, replay_evolve_bundle
 from pagedctx.host.records.bundle import bundle_kind, load_evolve_manifest, load_manifest
 
 
@@ -205,7 +205,8 @@ def test_a_call_never_recorded_and_an_altered_copy_are_named(recorded: Path, tmp
 @pytest.mark.slow
 def test_a_smaller_budget_is_compared_attempt_by_attempt(recorded: Path, tmp_path: Path) -> None:
     """D3, P15 (counterfactual): `--budget` replays the same answers in order under another
-    code/history budget and compares each attempt's context tokens and outcome."""
+    code/history budget and compares each attempt's context tokens and outcome; a budget scale
+    of 0.5 gives each recorded run half its budget."""
     bundle = _copy(recorded, tmp_path)
     code, outcome, _ = _replay(bundle, "--budget", "1200")
     assert code == 0, outcome
@@ -217,6 +218,9 @@ def test_a_smaller_budget_is_compared_attempt_by_attempt(recorded: Path, tmp_pat
     rounds = outcome["rounds"]
     assert all(after <= 1200 for _, after in (r["tokens"] for r in rounds[1:]))
     assert any(before > after for before, after in (r["tokens"] for r in rounds[1:]))
+    half = replay_evolve_bundle(bundle, budget_scale=0.5)  # each run at half its recorded budget
+    assert (half.mode, half.status, half.rounds_replayed) == ("counterfactual", "compared", 4)
+    assert all(after is not None and after <= 1500 for _, after in (r.tokens for r in half.rounds[1:]))
     assert [r["actions"][0] for r in rounds] == [["FAIL", "CI_FAILED"], ["FAIL", "CI_FAILED"],
                                                  ["FAULT", "PREFLIGHT_FAILED"], ["PASS"]]  # fmt: skip
 
@@ -268,7 +272,7 @@ def test_the_python_api_records_and_replays_a_bundle(tmp_path: Path) -> None:
     clock, `bind`, `attempt` per attempt; `replay_evolve_bundle` reproduces it."""
     from pagedctx.config import load_config
     from pagedctx.evolve import load_task, open_evolution
-    from pagedctx.evolve.bundle import EvolveBundleRecorder, replay_evolve_bundle
+    from pagedctx.evolve.bundle import EvolveBundleRecorder
     from pagedctx.evolve.generator import ModuleGenerator
     from pagedctx.host.models.recorded import RecordingBackend
     from pagedctx.protocol.tokens import token_counter

@@ -449,6 +449,7 @@ def _run(
     *,
     scratch: Path,
     budget: int | None,
+    scale: float | None,
     counterfactual: bool,
     into: _Replayed,
 ) -> None:
@@ -489,6 +490,8 @@ def _run(
         }
         if budget is not None:
             settings["budget"] = budget
+        elif scale is not None and run.settings.get("budget"):
+            settings["budget"] = max(1, round(int(run.settings["budget"]) * scale))
         first = recorded.get(run.first_attempt)
         clock.begin(first.clock if first is not None else ())
         for role, named in (("generator", generator.named), ("consolidator", folds)):
@@ -620,15 +623,18 @@ def private_config(config: Any, scratch: Path) -> Any:
 
 
 def replay_evolve_bundle(
-    folder: Path, *, budget: int | None = None, profile: str | None = None
+    folder: Path, *, budget: int | None = None, profile: str | None = None, budget_scale: float | None = None
 ) -> ReplayOutcome:
-    """Replay one evolve bundle (see the module docstring)."""
+    """Replay one evolve bundle (see the module docstring); `budget_scale`: a counterfactual at
+    that share of each recorded run's budget (0.5: half)."""
     from pagedctx.config import Config, load_config
 
     started = time.perf_counter()
     folder = Path(folder)
     manifest = load_evolve_manifest(folder)
-    counterfactual = budget is not None or profile is not None
+    if budget_scale is not None and budget_scale <= 0:
+        raise UsageError(f"budget scale {budget_scale}: give a share above 0 (0.5: half the budget)")
+    counterfactual = budget is not None or profile is not None or budget_scale is not None
     config = load_config(profile=profile) if profile is not None else Config.model_validate(manifest.config)
     causes = [] if counterfactual else environment_causes(folder, manifest)
     error = None
@@ -641,7 +647,8 @@ def replay_evolve_bundle(
             )
             _run(
                 folder, manifest, private_config(config, Path(scratch)), generator,
-                scratch=Path(scratch), budget=budget, counterfactual=counterfactual, into=done,
+                scratch=Path(scratch), budget=budget, scale=budget_scale, counterfactual=counterfactual,
+                into=done,
             )  # fmt: skip
             unused = len(generator.replay.unused()) if generator.replay is not None else 0
         except (PagedctxError, OSError) as exc:
