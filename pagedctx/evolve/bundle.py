@@ -25,8 +25,10 @@ history tokens, modifications, status, verdict, fail codes and score. The first 
 reported with its cause (found before the run: the package version differs, a copy of the
 original code or a recorded file was altered; found during it: a generator call was never
 recorded, the recorded answers ran out or were not all used) and a unified diff of the two
-contexts. With `budget` or `profile` the run is a counterfactual, compared per attempt instead:
-the generator answers in recorded order (or the profile's generator, with `profile`).
+contexts. With `budget`, `budget_scale` (a share of each run's budget) or `profile` the run is a
+counterfactual, compared per attempt instead (tokens and outcome): the generator answers in
+recorded order (or the profile's generator, with `profile`), the history's folds are the
+profile's.
 """
 
 from __future__ import annotations
