@@ -23,19 +23,25 @@ import typer
 EXIT_DIVERGED = 1
 
 
-def _one(args: tuple[str, int | None, str | None]) -> dict[str, Any]:
-    from pagedctx.errors import PagedctxError
+Job = tuple[str, int | None, float | None, str | None]  # folder, budget, budget scale, profile
+
+
+def _one(args: Job) -> dict[str, Any]:
+    from pagedctx.errors import PagedctxError, UsageError
     from pagedctx.host.records.bundle import bundle_kind
     from pagedctx.replay import replay_bundle
 
-    folder, budget, profile = args
+    folder, budget, scale, profile = args
     try:
         if bundle_kind(Path(folder)) == "evolve":  # an evolution session (`evolve --bundle`)
             from pagedctx.evolve.bundle import replay_evolve_bundle
 
+            if scale is not None:
+                raise UsageError(f"{folder} is an evolve bundle: give its counterfactual --budget in tokens")
             outcome = replay_evolve_bundle(Path(folder), budget=budget, profile=profile)
             return outcome.model_dump(mode="json")
-        return replay_bundle(Path(folder), budget=budget, profile=profile).model_dump(mode="json")
+        done = replay_bundle(Path(folder), budget=budget, profile=profile, budget_scale=scale)
+        return done.model_dump(mode="json")
     except PagedctxError as exc:
         return {"bundle": folder, "status": "failed", "error": exc.message}
 
@@ -70,7 +76,7 @@ def _executor(choice: str, folders: list[Path], profile: str | None, counterfact
     return "ray" if attached or (counterfactual and _heavy(folders, profile)) else "processes"
 
 
-def _on_ray(jobs: list[tuple[str, int | None, str | None]], advance: Any) -> list[dict[str, Any]]:
+def _on_ray(jobs: list[Job], advance: Any) -> list[dict[str, Any]]:
     """Each bundle a Ray task (a local cluster on 127.0.0.1 unless one is attached), in order."""
     import ray
 
@@ -86,6 +92,23 @@ def _on_ray(jobs: list[tuple[str, int | None, str | None]], advance: Any) -> lis
             out[pending.pop(ref)] = ray.get(ref)
             advance()
     return [o for o in out if o is not None]
+
+
+def _budget(text: str | None) -> tuple[int | None, float | None]:
+    """`--budget N` (tokens) or `P%` (a share of each ask's recorded budget)."""
+    from pagedctx.errors import UsageError
+
+    if text is None:
+        return None, None
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else int(text)
+    except ValueError:
+        raise UsageError(
+            f"--budget {text!r}: give tokens (2000) or a share of each ask's budget (50%)"
+        ) from None
+    if value <= 0:
+        raise UsageError(f"--budget {text!r} must be above 0")
+    return (None, float(value)) if text.endswith("%") else (int(value), None)
 
 
 def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: str | None) -> None:
@@ -179,7 +202,12 @@ def replay(
         "or transcripts with --from.",
     ),
     *,
-    budget: int | None = typer.Option(None, "--budget", min=1, help="Counterfactual: another budget."),
+    budget: str | None = typer.Option(
+        None,
+        "--budget",
+        metavar="N|P%",
+        help="Counterfactual: another budget in tokens, or a share of each ask's own (50% is half).",
+    ),
     profile: str | None = typer.Option(None, "--profile", help="Counterfactual: another profile (roles)."),
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="Bundles replayed at once (processes)."),
     executor: str = typer.Option(
@@ -202,8 +230,13 @@ def replay(
 ) -> None:
     """Replay recorded sessions: verify them bit for bit, or compare a counterfactual run; with
     --from, run transcripts made elsewhere through the paging policy."""
+    from pagedctx.errors import UsageError
+
     if source is not None:
-        _transcripts(bundles, source, [budget] if budget is not None else [2000, 4000, 8000], profile)
+        tokens, scale = _budget(budget)
+        if scale is not None:
+            raise UsageError("--from measures at budgets in tokens: give --budget N")
+        _transcripts(bundles, source, [tokens] if tokens is not None else [2000, 4000, 8000], profile)
         return
     from concurrent.futures import ProcessPoolExecutor
 
@@ -218,7 +251,8 @@ def replay(
             load_evolve_manifest(folder)
         else:
             load_manifest(folder)
-    jobs = [(str(b), budget, profile) for b in bundles]
+    tokens, scale = _budget(budget)
+    jobs: list[Job] = [(str(b), tokens, scale, profile) for b in bundles]
     chosen = _executor(executor, bundles, profile, budget is not None or profile is not None)
     outcomes: list[dict[str, Any]] = []
     console = stderr_console()

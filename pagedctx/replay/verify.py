@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pagedctx.errors import PagedctxError
+from pagedctx.errors import PagedctxError, UsageError
 from pagedctx.host.records.bundle import (
     AskStep,
     BundleManifest,
@@ -246,6 +246,7 @@ def _run_steps(
     budget: int | None,
     replay: Path | None,
     counterfactual: bool,
+    budget_scale: float | None = None,
 ) -> tuple[list[Any], ReplayClock]:
     """The bundle's steps run again on a new session: the results of its asks (None for an ask
     that failed as recorded), and the clock (how many readings the recording lacked)."""
@@ -275,6 +276,8 @@ def _run_steps(
                 continue
             sink.next_ask()
             chosen = budget if budget is not None else step.budget
+            if budget_scale is not None:  # each ask at a share of its own budget (or the profile's)
+                chosen = max(1, int((step.budget or config.budget) * budget_scale))
             try:
                 if step.zoom:  # an agent's own moves (the MCP server), on the latest intent
                     results.append(session.zoom(step.moves or (), chosen, trace=sink))
@@ -330,13 +333,18 @@ def _ask_comparisons(
     return tuple(out)
 
 
-def replay_bundle(folder: Path, *, budget: int | None = None, profile: str | None = None) -> ReplayOutcome:
-    """Replay one bundle (see the module docstring)."""
+def replay_bundle(
+    folder: Path, *, budget: int | None = None, profile: str | None = None, budget_scale: float | None = None
+) -> ReplayOutcome:
+    """Replay one bundle (see the module docstring); `budget_scale`: a counterfactual with every ask
+    at this share of its recorded budget (0.5: half), whatever each bundle's budget was."""
+    if budget_scale is not None and not 0 < budget_scale <= 10:
+        raise UsageError(f"a budget scale of {budget_scale} makes no context; give a share above 0")
     from pagedctx.config import Config, load_config
 
     started = time.perf_counter()
     manifest = load_manifest(folder)
-    counterfactual = budget is not None or profile is not None
+    counterfactual = budget is not None or profile is not None or budget_scale is not None
     config = load_config(profile=profile) if profile is not None else Config.model_validate(manifest.config)
     calls = folder / manifest.calls
     replay = calls if calls.is_file() and calls.stat().st_size > 0 and not counterfactual else None
@@ -351,7 +359,7 @@ def replay_bundle(folder: Path, *, budget: int | None = None, profile: str | Non
         try:
             results, clock = _run_steps(
                 folder, manifest, private_config(config, Path(scratch)), roots, sink,
-                budget=budget, replay=replay, counterfactual=counterfactual,
+                budget=budget, replay=replay, counterfactual=counterfactual, budget_scale=budget_scale,
             )  # fmt: skip
             extra_readings = clock.extra
         except (PagedctxError, OSError) as exc:
