@@ -27,7 +27,7 @@ Job = tuple[str, int | None, float | None, str | None]  # folder, budget, budget
 
 
 def _one(args: Job) -> dict[str, Any]:
-    from pagedctx.errors import PagedctxError, UsageError
+    from pagedctx.errors import PagedctxError
     from pagedctx.host.records.bundle import bundle_kind
     from pagedctx.replay import replay_bundle
 
@@ -36,9 +36,7 @@ def _one(args: Job) -> dict[str, Any]:
         if bundle_kind(Path(folder)) == "evolve":  # an evolution session (`evolve --bundle`)
             from pagedctx.evolve.bundle import replay_evolve_bundle
 
-            if scale is not None:
-                raise UsageError(f"{folder} is an evolve bundle: give its counterfactual --budget in tokens")
-            outcome = replay_evolve_bundle(Path(folder), budget=budget, profile=profile)
+            outcome = replay_evolve_bundle(Path(folder), budget=budget, profile=profile, budget_scale=scale)
             return outcome.model_dump(mode="json")
         done = replay_bundle(Path(folder), budget=budget, profile=profile, budget_scale=scale)
         return done.model_dump(mode="json")
