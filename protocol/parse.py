@@ -1,5 +1,10 @@
 """Parse `<PagedContext>` XML back into a typed document (P6), strictly.
 
+Both node forms are read (`pagedctx.protocol.render`): the full one (every attribute, `<Summary>` /
+`<Content>` elements) and the dense one (the text is the node's own, attributes a reader can
+derive are left out: the view from the shape, the depth from the nesting, the origin from the
+parent or the container, the timestamp from the node before).
+
 Input is untrusted: entities are not resolved, no DTD is loaded, nothing is fetched from the
 network, and a document type declaration is refused. Large documents (megabytes of page content)
 parse (`huge_tree`). Any failure is a `ContextFormatError` naming the line and what was wrong.
@@ -7,7 +12,7 @@ parse (`huge_tree`). Any failure is a `ContextFormatError` naming the line and w
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, time
 
 from lxml import etree
 from pydantic import ValidationError
@@ -90,32 +95,90 @@ def _keywords(value: str | None) -> tuple[str, ...]:
     return tuple(k.strip() for k in value.split(",") if k.strip())
 
 
-def _node(element: etree._Element) -> ContextNode:
+class _Context:
+    """What a node inherits while its container is read: the origin default, the last timestamp."""
+
+    def __init__(self, origin: Origin | None) -> None:
+        self.dense_origin = origin is not None
+        self.origin = origin
+        self.last: datetime | None = None
+
+    def timestamp(self, element: etree._Element) -> datetime:
+        stamp = element.get("timestamp")
+        clock = element.get("time")
+        if stamp is not None:
+            value = datetime.fromisoformat(stamp)
+        elif clock is not None:
+            if self.last is None:
+                raise ValueError(f"node {element.get('id')}: time={clock!r} with no timestamp before it")
+            value = datetime.combine(self.last.date(), time.fromisoformat(clock), tzinfo=self.last.tzinfo)
+        elif self.last is not None:
+            value = self.last
+        else:
+            raise ValueError(f"node {element.get('id')}: the first node of a container needs a timestamp")
+        self.last = value
+        return value
+
+
+def _node(
+    element: etree._Element, context: _Context, implied_depth: int, inherited: Origin | None, background: bool
+) -> ContextNode:
     summary: str | None = None
     content: str | None = None
-    children: list[ContextNode] = []
+    nested: list[etree._Element] = []
+    payload = False
     for child in element:
         if child.tag == "Summary":
-            summary = _text(child)
+            summary, payload = _text(child), True
         elif child.tag == "Content":
-            content = _text(child)
+            content, payload = _text(child), True
         else:
-            children.append(_node(child))
-    origin = element.get("origin")
+            nested.append(child)
+    view_attr = element.get("view")
+    type_attr = element.get("type")
+    if view_attr is not None:
+        view = View(view_attr)
+    elif background:
+        view = View.SUMMARY
+    else:
+        view = View.UNPACKED if nested else View.DETAIL
+    page_type = PageType(type_attr) if type_attr is not None else (
+        PageType.CONSOLIDATED if nested else PageType.ORIGINAL
+    )  # fmt: skip
+    if not payload and not nested:  # the dense form: the text is the node's own
+        own = _text(element)
+        if view is View.DETAIL:
+            content = own
+        elif view is View.SUMMARY:
+            summary = own or None
+    origin_attr = element.get("origin")
+    origin = Origin(origin_attr) if origin_attr is not None else inherited
+    depth_attr = element.get("depth")
+    depth = int(depth_attr) if depth_attr is not None else implied_depth
+    timestamp = context.timestamp(element)
+    below = origin if context.dense_origin else None
+    children = tuple(_node(child, context, depth + 1, below, False) for child in nested)
     return ContextNode(
         id=element.get("id", ""),
-        type=PageType(element.get("type", "")),
-        view=View(element.get("view", "")),
-        depth=int(element.get("depth", "0")),
-        origin=Origin(origin) if origin is not None else None,
+        type=page_type,
+        view=view,
+        depth=depth,
+        origin=origin,
         keywords=_keywords(element.get("keywords")),
-        timestamp=datetime.fromisoformat(element.get("timestamp", "")),
+        timestamp=timestamp,
         handle=element.get("handle"),
         draft=element.get("draft") == "true",
         summary=summary,
         content=content,
-        children=tuple(children),
+        children=children,
     )
+
+
+def _nodes(container: etree._Element, background: bool) -> tuple[ContextNode, ...]:
+    default = container.get("origin")
+    origin = Origin(default) if default is not None else None
+    context = _Context(origin)
+    return tuple(_node(n, context, 0, origin, background) for n in container)
 
 
 def _document(root: etree._Element) -> PagedContextDocument:
@@ -146,8 +209,8 @@ def _document(root: etree._Element) -> PagedContextDocument:
             )
             for s in steps
         ),
-        flow=tuple(_node(n) for n in flow),
-        background=tuple(_node(n) for n in background) if background is not None else None,
+        flow=_nodes(flow, background=False),
+        background=_nodes(background, background=True) if background is not None else None,
     )
 
 

@@ -9,31 +9,56 @@ Text is never concatenated into markup: every value goes through lxml, and strin
 carry are written in backslash form (`pagedctx.protocol.xml_text`). Pages are ordered on the
 timeline (timestamp, then id). Every rendered document is validated; a failure is a bug, raised
 as ContextFormatError.
+
+Two forms, one schema (issue 19). The dense form (the default) writes what a reader needs per node
+and nothing it can derive:
+- the page's text is the `<Node>`'s own text: its content (Detail), or its summary with
+  `view="Summary"` (a Background_Context node is always a Summary and says nothing); child
+  `<Node>`s mean Unpacked. `type` is written only for a Consolidated page not Unpacked;
+- `depth` only where it is not the nesting (0 for a root, the parent's + 1 below it);
+- `origin` once on `<Linear_Flow>` / `<Background_Context>` (their most common origin, when every
+  node there has one), and on a node only where it differs from its parent's (or the container's);
+- `timestamp` only when it changes from the node before (document order within the container),
+  and as `time="HH:MM:SS"` when only the time of day changed;
+- `keywords` only those the node's text does not already say (all of them on an Unpacked page, which
+  shows no text of its own: a file's path, a segment's topic); `handle` only on a Consolidated page
+  (Explore searches inside a structured block; a turn or a chunk has no inside).
+`dense_form(doc)` is what a document looks like after a dense round trip: `parse_document` of the
+dense XML gives exactly it. The full form (`dense=False`) writes every attribute on every node, with
+`<Summary>` / `<Content>` elements, as the seed's boilerplate (section 9.3) does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from lxml import etree
 
 from pagedctx.errors import ContextFormatError
-from pagedctx.pages import ConsolidatedPage, OriginalPage, Page, PageType, SessionState, View
+from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, Page, PageType, SessionState, View
 from pagedctx.protocol.context import (
     PROTOCOL_VERSION,
-    SYSTEM_INSTRUCTIONS,
     ContextNode,
     PagedContextDocument,
     RegistryEntry,
     TraceStep,
 )
+from pagedctx.protocol.instructions_text import SHORT_INSTRUCTIONS
 from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
 __all__ = [
     "build_document_tree",
     "build_state_tree",
+    "dense_form",
+    "dense_keywords",
+    "dense_time",
+    "markup_tokens",
+    "node_lines",
     "render_document",
     "render_state",
     "serialize",
@@ -64,38 +89,151 @@ def _set_free_attributes(element: etree._Element, values: Sequence[tuple[str, st
         element.set(ESCAPE_ATTRIBUTE, ESCAPE_VALUE)
 
 
-def _node_element(
-    parent: etree._Element,
-    *,
-    page_id: str,
-    page_type: PageType,
-    view: View,
-    depth: int,
-    origin: str | None,
-    keywords: Sequence[str],
-    timestamp: datetime,
-    handle: str | None,
-    draft: bool,
-    summary: str | None,
-    content: str | None,
-) -> etree._Element:
+def dense_keywords(keywords: Sequence[str], text: str | None) -> tuple[str, ...]:
+    """The keywords a dense node shows: those the text it shows does not already say."""
+    if not keywords:
+        return ()
+    said = set(re.findall(r"\w+", (text or "").casefold()))
+    return tuple(k for k in keywords if not set(re.findall(r"\w+", k.casefold())) <= said)
+
+
+def _stamp(value: datetime) -> str:
+    """ISO-8601, `Z` for UTC (the shortest form `datetime.fromisoformat` reads back)."""
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def dense_time(value: datetime, previous: datetime | None) -> tuple[str, str] | None:
+    """The dense timestamp attribute of a node after one stamped `previous`: None when equal,
+    `time` when only the time of day changed (same date, same zone), else `timestamp`."""
+    if previous is not None and value == previous and value.utcoffset() == previous.utcoffset():
+        return None
+    if (
+        previous is not None
+        and value.date() == previous.date()
+        and (value.tzinfo is None) == (previous.tzinfo is None)
+        and value.utcoffset() == previous.utcoffset()
+    ):
+        return "time", value.time().isoformat()
+    return "timestamp", _stamp(value)
+
+
+@dataclass(slots=True)
+class _Scope:
+    """What a dense node inherits within one container: the origin default, the last timestamp."""
+
+    dense: bool
+    origin: Origin | None = None
+    last: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """One page as a node shows it: the fields of a `<Node>`, and what the dense form derives from."""
+
+    page_id: str
+    page_type: PageType
+    view: View
+    depth: int
+    origin: Origin | None
+    keywords: Sequence[str]
+    timestamp: datetime
+    handle: str | None
+    draft: bool
+    summary: str | None
+    content: str | None
+
+
+def _full_element(parent: etree._Element, shown: _Shown) -> etree._Element:
     # Attribute order follows the seed's boilerplate (section 9.3); one dict, one lxml call.
-    attrib = {"id": page_id, "type": page_type.value, "view": view.value, "depth": str(depth)}
-    if keywords:
-        attrib["keywords"] = ", ".join(keywords)
-    if origin is not None:
-        attrib["origin"] = origin
-    attrib["timestamp"] = timestamp.isoformat()
-    if handle is not None:
-        attrib["handle"] = handle
-    if draft:
+    attrib = {"id": shown.page_id, "type": shown.page_type.value, "view": shown.view.value}
+    attrib["depth"] = str(shown.depth)
+    if shown.keywords:
+        attrib["keywords"] = ", ".join(shown.keywords)
+    if shown.origin is not None:
+        attrib["origin"] = shown.origin.value
+    attrib["timestamp"] = shown.timestamp.isoformat()
+    if shown.handle is not None:
+        attrib["handle"] = shown.handle
+    if shown.draft:
         attrib["draft"] = "true"
     node = etree.SubElement(parent, "Node", attrib)
-    if summary is not None:
-        _set_text(etree.SubElement(node, "Summary"), summary)
-    if content is not None:
-        _set_text(etree.SubElement(node, "Content"), content)
+    if shown.summary is not None:
+        _set_text(etree.SubElement(node, "Summary"), shown.summary)
+    if shown.content is not None:
+        _set_text(etree.SubElement(node, "Content"), shown.content)
     return node
+
+
+def _dense_element(
+    parent: etree._Element,
+    scope: _Scope,
+    shown: _Shown,
+    *,
+    implied_depth: int,
+    inherited: Origin | None,
+    background: bool,
+) -> etree._Element:
+    attrib = {"id": shown.page_id}
+    view = shown.view
+    if shown.page_type is PageType.CONSOLIDATED and view is not View.UNPACKED:
+        attrib["type"] = shown.page_type.value
+    if view is View.SUMMARY and not background:
+        attrib["view"] = view.value
+    if shown.depth != implied_depth:
+        attrib["depth"] = str(shown.depth)
+    text = shown.content if view is View.DETAIL else shown.summary if view is View.SUMMARY else None
+    keywords = dense_keywords(shown.keywords, text)
+    if keywords:
+        attrib["keywords"] = ", ".join(keywords)
+    if shown.origin is not inherited and shown.origin is not None:
+        attrib["origin"] = shown.origin.value
+    stamp = dense_time(shown.timestamp, scope.last)
+    if stamp is not None:
+        attrib[stamp[0]] = stamp[1]
+    scope.last = shown.timestamp
+    if shown.handle is not None and shown.page_type is PageType.CONSOLIDATED:
+        attrib["handle"] = shown.handle
+    if shown.draft:
+        attrib["draft"] = "true"
+    node = etree.SubElement(parent, "Node", attrib)
+    if text:
+        _set_text(node, text)
+    return node
+
+
+def _node_element(
+    parent: etree._Element,
+    scope: _Scope,
+    shown: _Shown,
+    *,
+    implied_depth: int,
+    inherited: Origin | None,
+    background: bool,
+) -> etree._Element:
+    if not scope.dense:
+        return _full_element(parent, shown)
+    return _dense_element(
+        parent, scope, shown, implied_depth=implied_depth, inherited=inherited, background=background
+    )
+
+
+def _scope_for(dense: bool, origins: Iterable[Origin | None]) -> _Scope:
+    """A container's scope: its default origin is the most common one, when every node has one."""
+    if not dense:
+        return _Scope(dense=False)
+    counted = Counter(origins)
+    if not counted or None in counted:
+        return _Scope(dense=True)
+    best = max(counted.values())
+    return _Scope(dense=True, origin=next(o for o, n in counted.items() if n == best))
+
+
+def _container(root: etree._Element, tag: str, scope: _Scope) -> etree._Element:
+    element = etree.SubElement(root, tag)
+    if scope.origin is not None:
+        element.set("origin", scope.origin.value)
+    return element
 
 
 def _skeleton(
@@ -127,29 +265,75 @@ def _skeleton(
     return root, flow
 
 
+def _escaped_text(text: str) -> tuple[str, str]:
+    """(the escape marker attribute, the text) as lxml writes a node's text."""
+    marker = ""
+    if needs_escape(text):
+        text = encode(text)
+        marker = f' {ESCAPE_ATTRIBUTE}="{ESCAPE_VALUE}"'
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    return marker, text
+
+
+def node_lines(page: Page, view: View, level: int, indent: str = "  ") -> list[str]:
+    """A text shaped like the page's dense `<Node>` at nesting `level` (an estimate for overflow
+    governance: the exact count is of the XML), given as its element lines (each ends before a
+    line break followed by a `<`; text never holds a literal `<`). It assumes the origin and the
+    depth implied and the timestamp written whole: a node costs at most about this much, so a
+    move saves at least what it is credited with and governance never takes more than it needs
+    (the exact count of the render after a batch decides whether more is needed)."""
+    pad = indent * level
+    attributes = f'id="{page.id}"'
+    if page.type is PageType.CONSOLIDATED and view is not View.UNPACKED:
+        attributes += ' type="Consolidated"'
+    if view is View.SUMMARY:
+        attributes += ' view="Summary"'
+    text: str | None = None
+    if view is View.DETAIL:
+        text = page.content if isinstance(page, OriginalPage) else page.summary
+    elif view is View.SUMMARY:
+        text = page.summary or None
+    keywords = dense_keywords(page.keywords, text)
+    if keywords:
+        attributes += ' keywords="' + _escaped_text(", ".join(keywords))[1].replace('"', "&quot;") + '"'
+    attributes += f' timestamp="{_stamp(page.timestamp)}"'
+    if page.pblock is not None and page.type is PageType.CONSOLIDATED:
+        attributes += f' handle="{page.pblock}"'
+    if page.draft:
+        attributes += ' draft="true"'
+    if view is View.UNPACKED:
+        return [f"{pad}<Node {attributes}>\n", f"{pad}</Node>\n"]
+    if not text:
+        return [f"{pad}<Node {attributes}/>\n"]
+    marker, body = _escaped_text(text)
+    return [f"{pad}<Node {attributes}{marker}>{body}</Node>\n"]
+
+
 # --- from a typed document -----------------------------------------------------------------
 
 
-def _document_node(parent: etree._Element, node: ContextNode) -> None:
+def _document_node(
+    parent: etree._Element, scope: _Scope, node: ContextNode, implied_depth: int, inherited: Origin | None,
+    *, background: bool = False,
+) -> None:  # fmt: skip
+    shown = _Shown(
+        node.id, node.type, node.view, node.depth, node.origin, node.keywords, node.timestamp,
+        node.handle, node.draft, node.summary, node.content,
+    )  # fmt: skip
     element = _node_element(
-        parent,
-        page_id=node.id,
-        page_type=node.type,
-        view=node.view,
-        depth=node.depth,
-        origin=node.origin.value if node.origin is not None else None,
-        keywords=node.keywords,
-        timestamp=node.timestamp,
-        handle=node.handle,
-        draft=node.draft,
-        summary=node.summary,
-        content=node.content,
+        parent, scope, shown, implied_depth=implied_depth, inherited=inherited, background=background
     )
     for child in node.children:
-        _document_node(element, child)
+        _document_node(element, scope, child, node.depth + 1, node.origin if scope.origin else None)
 
 
-def build_document_tree(doc: PagedContextDocument) -> etree._Element:
+def _all_nodes(nodes: Iterable[ContextNode]) -> Iterable[ContextNode]:
+    for node in nodes:
+        yield node
+        yield from _all_nodes(node.children)
+
+
+def build_document_tree(doc: PagedContextDocument, *, dense: bool = True) -> etree._Element:
     """The lxml tree of a typed document, nodes in the order the document gives them."""
     root, flow = _skeleton(
         version=doc.version,
@@ -159,24 +343,61 @@ def build_document_tree(doc: PagedContextDocument) -> etree._Element:
         query=doc.query,
         trace=doc.trace,
     )
+    root.remove(flow)
+    scope = _scope_for(dense, (n.origin for n in _all_nodes(doc.flow)))
+    flow = _container(root, "Linear_Flow", scope)
     for node in doc.flow:
-        _document_node(flow, node)
+        _document_node(flow, scope, node, 0, scope.origin)
     if doc.background is not None:
-        background = etree.SubElement(root, "Background_Context")
+        back_scope = _scope_for(dense, (n.origin for n in doc.background))
+        background = _container(root, "Background_Context", back_scope)
         for node in doc.background:
-            _document_node(background, node)
+            _document_node(background, back_scope, node, 0, back_scope.origin, background=True)
     return root
 
 
-def render_document(doc: PagedContextDocument, *, validate: bool = True) -> str:
+def render_document(doc: PagedContextDocument, *, validate: bool = True, dense: bool = True) -> str:
     """The XML text of a typed document."""
-    return serialize(build_document_tree(doc), validate=validate)
+    return serialize(build_document_tree(doc, dense=dense), validate=validate)
+
+
+def dense_form(doc: PagedContextDocument) -> PagedContextDocument:
+    """`doc` as a dense round trip gives it back (module docstring): only the keywords its text does
+    not say, handles only on Consolidated pages, an empty summary as
+    none."""
+
+    def node(n: ContextNode) -> ContextNode:
+        summary = n.summary or None
+        text = n.content if n.view is View.DETAIL else summary if n.view is View.SUMMARY else None
+        keywords = dense_keywords(n.keywords, text)
+        handle = n.handle if n.type is PageType.CONSOLIDATED else None
+        return n.model_copy(
+            update={
+                "summary": summary,
+                "keywords": keywords,
+                "handle": handle,
+                "children": tuple(node(c) for c in n.children),
+            }
+        )
+
+    background = tuple(node(n) for n in doc.background) if doc.background is not None else None
+    return doc.model_copy(update={"flow": tuple(node(n) for n in doc.flow), "background": background})
 
 
 # --- straight from a session state ---------------------------------------------------------
 
 
-def _page_element(parent: etree._Element, state: SessionState, page: Page, view: View) -> None:
+def _page_element(
+    parent: etree._Element,
+    scope: _Scope,
+    state: SessionState,
+    page: Page,
+    view: View,
+    *,
+    implied_depth: int,
+    inherited: Origin | None,
+    background: bool = False,
+) -> None:
     summary: str | None = None
     content: str | None = None
     if view is View.SUMMARY:
@@ -184,28 +405,35 @@ def _page_element(parent: etree._Element, state: SessionState, page: Page, view:
     elif view is View.DETAIL:
         # P4: Detail shows an Original page's content, and a Consolidated page's summary in full.
         content = page.content if isinstance(page, OriginalPage) else page.summary
+    shown = _Shown(
+        page.id, page.type, view, page.depth, page.origin, page.keywords, page.timestamp, page.pblock,
+        page.draft, summary, content,
+    )  # fmt: skip
     element = _node_element(
-        parent,
-        page_id=page.id,
-        page_type=page.type,
-        view=view,
-        depth=page.depth,
-        origin=page.origin.value if page.origin is not None else None,
-        keywords=page.keywords,
-        timestamp=page.timestamp,
-        handle=page.pblock,
-        draft=page.draft,
-        summary=summary,
-        content=content,
+        parent, scope, shown, implied_depth=implied_depth, inherited=inherited, background=background
     )
     if view is View.UNPACKED and isinstance(page, ConsolidatedPage):
+        below = page.origin if scope.origin else None
         for child_id in _on_timeline(state, state.children_of(page.id)):
-            _page_element(element, state, state.pages[child_id], state.views[child_id])
+            child = state.pages[child_id]
+            view_of = state.views[child_id]
+            _page_element(
+                element, scope, state, child, view_of, implied_depth=page.depth + 1, inherited=below
+            )
 
 
 def _on_timeline(state: SessionState, page_ids: Iterable[str]) -> list[str]:
     pages = state.pages
     return sorted(page_ids, key=lambda i: timeline_key(pages[i].timestamp, i))
+
+
+def _shown_origins(state: SessionState, roots: Iterable[str], unpack: bool) -> Iterable[Origin | None]:
+    stack = list(roots)
+    while stack:
+        page_id = stack.pop()
+        yield state.pages[page_id].origin
+        if unpack and state.views[page_id] is View.UNPACKED:
+            stack.extend(state.children_of(page_id))
 
 
 def build_state_tree(
@@ -215,8 +443,9 @@ def build_state_tree(
     query: str = "",
     trace: Sequence[TraceStep] = (),
     registry: Sequence[RegistryEntry] = (),
-    system_instructions: str = SYSTEM_INSTRUCTIONS,
+    system_instructions: str = SHORT_INSTRUCTIONS,
     version: str = PROTOCOL_VERSION,
+    dense: bool = True,
 ) -> etree._Element:
     """The lxml tree showing a session state: flow and background roots on the timeline."""
     root, flow = _skeleton(
@@ -227,12 +456,21 @@ def build_state_tree(
         query=query,
         trace=trace,
     )
+    root.remove(flow)
+    scope = _scope_for(dense, _shown_origins(state, state.flow, unpack=True))
+    flow = _container(root, "Linear_Flow", scope)
     for page_id in _on_timeline(state, state.flow):
-        _page_element(flow, state, state.pages[page_id], state.views[page_id])
+        page, view = state.pages[page_id], state.views[page_id]
+        _page_element(flow, scope, state, page, view, implied_depth=0, inherited=scope.origin)
     if state.background:
-        background = etree.SubElement(root, "Background_Context")
+        back_scope = _scope_for(dense, _shown_origins(state, state.background, unpack=False))
+        background = _container(root, "Background_Context", back_scope)
         for page_id in _on_timeline(state, state.background):
-            _page_element(background, state, state.pages[page_id], View.SUMMARY)
+            page = state.pages[page_id]
+            _page_element(
+                background, back_scope, state, page, View.SUMMARY,
+                implied_depth=0, inherited=back_scope.origin, background=True,
+            )  # fmt: skip
     return root
 
 
@@ -243,8 +481,9 @@ def render_state(
     query: str = "",
     trace: Sequence[TraceStep] = (),
     registry: Sequence[RegistryEntry] = (),
-    system_instructions: str = SYSTEM_INSTRUCTIONS,
+    system_instructions: str = SHORT_INSTRUCTIONS,
     validate: bool = True,
+    dense: bool = True,
 ) -> str:
     """The XML text a Worker sees for this state (CURRENT_TIME comes from the caller's clock)."""
     tree = build_state_tree(
@@ -254,6 +493,7 @@ def render_state(
         trace=trace,
         registry=registry,
         system_instructions=system_instructions,
+        dense=dense,
     )
     return serialize(tree, validate=validate)
 
@@ -271,3 +511,17 @@ def serialize(root: etree._Element, *, validate: bool = True) -> str:
                 column=first.column,
             )
     return etree.tostring(root, encoding="unicode", pretty_print=True)
+
+
+def markup_tokens(xml: str, count: Callable[[str], int]) -> tuple[int, int]:
+    """(page tokens, all tokens) of a rendered document: page tokens are those of the texts pages
+    show (`<Summary>`, `<Content>`, a dense `<Node>`'s own text); the rest is markup (issue 19's
+    markup share is `1 - page / all`)."""
+    root = etree.fromstring(xml.encode("utf-8"), etree.XMLParser(huge_tree=True, resolve_entities=False))
+    page = 0
+    for element in root.iter("Summary", "Content", "Node"):
+        if element.tag == "Node" and len(element):
+            continue  # nested nodes or payload elements: its own text is layout
+        if element.text:
+            page += count(element.text)
+    return page, count(xml)

@@ -42,7 +42,7 @@ from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.host.text.terms import terms
-from pagedctx.pages import Origin, OriginalPage, SessionState
+from pagedctx.pages import Origin, OriginalPage, SessionState, View
 from pagedctx.pages.model import (
     MAX_KEYWORD_LENGTH,
     MAX_PAGE_KEYWORDS,
@@ -55,6 +55,7 @@ from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.envelope import parse_envelope_json
 from pagedctx.protocol.instructions import Consult, Explore, Shelve, WorkerOutput, parse_worker_output
+from pagedctx.protocol.parse import parse_document
 from pagedctx.protocol.text import clean_text
 from pagedctx.protocol.tokens import token_counter
 
@@ -551,9 +552,10 @@ def test_a_megabyte_turn_does_not_push_the_relevant_turn_out(tmp_path: Path) -> 
         "2000",
     )
     assert code == 0, err
-    assert f"<Content>{relevant}</Content>" in out
+    shown = [n for n in parse_document(out).flow for n in (n, *n.children)]  # the dense form (issue 19)
+    assert any(n.view is View.DETAIL and (n.content or "").endswith(relevant) for n in shown)
     assert "INV-4471" in err.split("answer:", 1)[1]
-    summaries = re.findall(r"<Summary>(.*?)</Summary>", out, re.DOTALL)
+    summaries = [n.summary for n in shown if n.summary]
     assert summaries and all(len(s) <= MAX_SUMMARY_CHARS for s in summaries)
     keywords = [k for attr in re.findall(r' keywords="([^"]*)"', out) for k in attr.split(", ")]
     assert all(len(k) <= MAX_KEYWORD_LENGTH for k in keywords)

@@ -15,7 +15,13 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import ContextFormatError
 from pagedctx.pages import Origin, PageType, View, consult, fold_to_background
-from pagedctx.protocol.context import ContextNode, PagedContextDocument, RegistryEntry, TraceStep
+from pagedctx.protocol.context import (
+    SYSTEM_INSTRUCTIONS,
+    ContextNode,
+    PagedContextDocument,
+    RegistryEntry,
+    TraceStep,
+)
 from pagedctx.protocol.parse import parse_document, validate_text
 from pagedctx.protocol.render import render_document, render_state
 from pagedctx.protocol.xml_text import decode, encode, needs_escape
@@ -80,6 +86,8 @@ def test_render_state_matches_golden(data_dir: Path) -> None:
             TraceStep(action="Consult", target=pid(10), reason="need the container's children", status="ok")
         ],
         registry=[RegistryEntry(id="SESSION", value="s-1")],
+        system_instructions=SYSTEM_INSTRUCTIONS,
+        dense=False,  # the full form; the dense one: tests/test_dense_render.py
     )
     golden = data_dir / "render_state_golden.xml"
     assert text == golden.read_text(encoding="utf-8")
@@ -97,7 +105,7 @@ def test_hostile_content_never_changes_structure(hostile: str) -> None:
     """P6 / DESIGN section 8: page content is data, whatever it holds."""
     page = original(1).model_copy(update={"content": f"before {hostile} after", "summary": hostile})
     state = ok(consult(build(page, original(2)), pid(1)))
-    text = render_state(state, current_time=NOW, query=hostile)
+    text = render_state(state, current_time=NOW, query=hostile, dense=False)  # dense: test_dense_render.py
     root = etree.fromstring(text.encode("utf-8"))
     assert len(root.findall("Linear_Flow/Node")) == 2
     assert len(root.findall(".//Content")) == 1
@@ -181,10 +189,10 @@ def documents(draw: st.DrawFn) -> PagedContextDocument:
 @given(documents())
 def test_render_parse_render_is_identical(doc: PagedContextDocument) -> None:
     """P6: any document survives render -> parse unchanged, and renders to the same bytes again."""
-    text = render_document(doc)
+    text = render_document(doc, dense=False)  # the dense form: tests/test_dense_render.py
     back = parse_document(text)
     assert back == doc
-    assert render_document(back) == text
+    assert render_document(back, dense=False) == text
 
 
 @settings(max_examples=500)

@@ -103,13 +103,14 @@ def test_a_model_summary_that_drops_identifiers_is_refused() -> None:
 
 
 def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> None:
-    """P10/P12 in the loop: a round near the budget submits a merge; the next round applies it."""
+    """P10/P12 in the loop: a round near the budget submits a merge; the next round applies it.
+    (1400 tokens: the 60 turns in chat mode, over the budget in the dense rendering, issue 19.)"""
     turns = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
     dialogue = write_dialogue(tmp_path / "d.jsonl", turns)
     counter = token_counter(None)
     clock = Clock()
     prepared = prepare(SessionInputs(dialogues=(dialogue,)), intent="which service restarted",
-                       budget=Budget(total=1200), counter=counter, now=clock())  # fmt: skip
+                       budget=Budget(total=1400), counter=counter, now=clock())  # fmt: skip
     parts = SessionParts(
         blocks=prepared.blocks,
         counter=counter,
@@ -118,7 +119,7 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
         trace=TraceWriter(tmp_path / "trace.jsonl"),
     )
     request = SessionRequest(
-        session="s", intent="which service restarted", budget=Budget(total=1200), max_rounds=4
+        session="s", intent="which service restarted", budget=Budget(total=1400), max_rounds=4
     )
     result = run_session(prepared.state, request, parts)
     merges = [s for s in result.steps if s.action == "Consolidate"]
@@ -126,7 +127,7 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
     assert all(s.action != "Consolidate" for s in parse_document(result.xml).trace)
     events = list(read_trace(tmp_path / "trace.jsonl"))
     assert any(step.action == "Consolidate" for e in events for step in e.steps)
-    assert result.tokens <= 1200
+    assert result.tokens <= 1400
 
 
 def test_a_topic_pivot_triggers_a_merge_without_pressure(tmp_path: Path) -> None:

@@ -257,7 +257,8 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
     consulted: list[str] = []
 
     def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
-        stack, nodes = list(parse_document(xml).flow), []
+        document = parse_document(xml)  # turns found go first now: summaries may be in the far field
+        stack, nodes = [*document.flow, *(document.background or ())], []
         while stack:
             node = stack.pop(0)
             stack.extend(node.children)

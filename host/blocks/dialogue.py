@@ -11,6 +11,9 @@ page order and staleness (P7) never depend on the machine's zone. Blank lines ar
 keep their file order; timestamps that go backwards are accepted and listed in `notes`. Any other
 deviation raises `InputFormatError` naming the file, the line and the fix.
 
+A turn's piece says who spoke: its summary starts with the speaker, and its first keyword is the
+speaker (the dense rendering shows it on a turn in Detail, whose text rarely names its speaker).
+
 Handles: the block is `handle_for("dialogue:{path}")`, a turn `handle_for("dialogue:{path}:{id}")`
 (path as given, POSIX form), so the same file gives the same handles in every run.
 """
@@ -28,7 +31,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pagedctx.errors import InputFormatError, UsageError
 from pagedctx.host.blocks.base import Piece, PieceProvider
-from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize
+from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize, to_keywords
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 
@@ -213,7 +216,8 @@ class DialogueProvider(PieceProvider):
                     title=f"turn {turn.id} ({turn.speaker})",
                     summary=summarize(f"{turn.speaker}: ", turn.text),
                     content=turn.text,
-                    keywords=salient_keywords(turn.text),
+                    # the speaker first: a turn shown whole says who spoke (its text rarely does)
+                    keywords=to_keywords([turn.speaker, *salient_keywords(turn.text)]),
                     timestamp=turn.timestamp,
                     tokens=counter.count(turn.text),
                     source=f"{name}#{turn.id}",

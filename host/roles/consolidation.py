@@ -85,12 +85,27 @@ class Pending:
         return cls(group=group, pages=pages, views=views, result=submit(pages, intent))
 
 
+def _focus_roots(state: SessionState, focus: frozenset[str]) -> set[str]:
+    """The roots holding a focus page: the page itself, or the root above it."""
+    roots: set[str] = set()
+    for page_id in focus:
+        current = page_id
+        while (parent := state.parents.get(current)) is not None:
+            current = parent
+        roots.add(current)
+    return roots
+
+
 def merge_group(state: SessionState, focus: frozenset[str]) -> tuple[str, ...]:
-    """The oldest run of flow roots outside the focus, `MIN_GROUP`..`MAX_GROUP` long (timeline order)."""
+    """The oldest run of flow roots outside the focus, `MIN_GROUP`..`MAX_GROUP` long (timeline order).
+
+    A root holding a focus page below it (a segment unpacked to show the turn that answers) is in
+    the focus too: merging it would fold the evidence away."""
     ordered = sorted(state.flow, key=lambda pid: timeline_key(state.pages[pid].timestamp, pid))
+    held = _focus_roots(state, focus)
     run: list[str] = []
     for page_id in ordered:
-        if page_id in focus:
+        if page_id in held:
             if len(run) >= MIN_GROUP:
                 break
             run = []

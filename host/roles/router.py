@@ -17,6 +17,7 @@ revealed in Summary. A plan is advice: a page a move cannot reach is skipped, ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
@@ -41,6 +42,8 @@ __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "
 
 RECENCY = 0.15
 DIGEST = 0.5
+HOT_NODE_TOKENS = 22  # a dense <Node> around a page's text, about
+INFORMATIVE_TERMS = 12  # distinct terms from which a page counts as saying something in full
 DEFAULT_MAX_HOT = 6
 
 
@@ -48,6 +51,9 @@ class RouterConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_hot: int | None = Field(default=None, ge=0, description="None: the budget's `max_hot` (loop)")
+    hot_tokens: int | None = Field(
+        default=None, ge=0, description="history turns past `max_hot` shown in Detail while they fit (loop)"
+    )
     max_indexed: int = Field(default=12, ge=0)
     hot_ratio: float = Field(default=0.3, gt=0, le=1)
     max_pblocks: int = Field(default=6, ge=0)
@@ -93,6 +99,60 @@ def focus_terms(intent: Intent, head: str = "", head_terms: int = 6) -> list[str
     tail = list(intent.terms)
     extra = [t for t in dict.fromkeys(terms(head)) if t not in tail][:head_terms]
     return tail + extra
+
+
+def _hot(
+    state: SessionState, ranked: Sequence[str], combined: dict[str, float], max_hot: int, cfg: RouterConfig
+) -> tuple[str, ...]:
+    """The pages to show in Detail: the best `max_hot` within `hot_ratio` of the best; then, while
+    `hot_tokens` allows, more turns of the history (Original History pages) in the same order: when
+    the question is about the past, the budget goes to the turns that may answer it (issue 19)."""
+    top = combined[ranked[0]] if ranked else 0.0
+    if top <= 0:
+        return ()
+    eligible = [pid for pid in ranked if combined[pid] >= cfg.hot_ratio * top]
+    hot = eligible[:max_hot]
+    if cfg.hot_tokens is None:
+        return tuple(hot)
+    used = sum(_detail_tokens(state.pages[pid]) for pid in hot)
+    for pid in eligible[max_hot:]:
+        page = state.pages[pid]
+        if not isinstance(page, OriginalPage) or page.origin is not Origin.HISTORY:
+            continue
+        cost = _detail_tokens(page)
+        if used + cost > cfg.hot_tokens:
+            break
+        hot.append(pid)
+        used += cost
+    return tuple(hot)
+
+
+def _detail_tokens(page: OriginalPage | ConsolidatedPage) -> int:
+    """About what a page costs shown in Detail (a character is about a quarter of a token)."""
+    text = page.content if isinstance(page, OriginalPage) else page.summary
+    return len(text) // 4 + HOT_NODE_TOKENS
+
+
+def _term_weights(search: PageSearch, keywords: Sequence[str]) -> dict[str, float]:
+    """Each focus term's weight: how rare it is among the pages (inverse document frequency)."""
+    total = len(search)
+    return {t: math.log(1 + total / (1 + search.frequency(t))) for t in dict.fromkeys(keywords)}
+
+
+def _weighted_coverage(search: PageSearch, page_id: str, weights: dict[str, float]) -> float:
+    """The share of the focus a page covers, each term weighted by its rarity: a page that names
+    only what half the pages name (a speaker, a common word) covers little of it."""
+    whole = sum(weights.values())
+    if not whole:
+        return 0.0
+    held = set(search.terms_of(page_id))
+    return sum(w for t, w in weights.items() if t in held) / whole
+
+
+def _informativeness(search: PageSearch, page_id: str) -> float:
+    """1 for a page that says something, less for one with few content terms ("Wow, thanks!"):
+    a short remark that happens to name a focus word ranks below a turn about it."""
+    return float(min(1.0, len(search.terms_of(page_id)) / INFORMATIVE_TERMS) ** 0.5)
 
 
 def _signature(state: SessionState, page_id: str) -> tuple[str, str]:
@@ -145,9 +205,16 @@ def address(
     # P7: among pages about the same thing the latest counts most (a fact updated later wins).
     by_time = sorted((pid for pid, _ in recalled), key=lambda pid: (state.pages[pid].timestamp, pid))
     recency = {pid: (n + 1) / len(by_time) for n, pid in enumerate(by_time)}
+    weights = _term_weights(search, keywords)
     combined = {
         pid: round(
-            0.5 * (s / best if best else 0.0) + 0.5 * search.coverage(pid, focus) + RECENCY * recency[pid],
+            (
+                0.5 * (s / best if best else 0.0)
+                + 0.25 * search.coverage(pid, focus)
+                + 0.25 * _weighted_coverage(search, pid, weights)
+                + RECENCY * recency[pid]
+            )
+            * _informativeness(search, pid),
             6,
         )
         for pid, s in recalled
@@ -156,8 +223,7 @@ def address(
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
     ranked = _distinct(state, sorted(combined, key=lambda pid: (-combined[pid], pid)))
-    top = combined[ranked[0]] if ranked else 0.0
-    hot = tuple(pid for pid in ranked[:max_hot] if combined[pid] >= cfg.hot_ratio * top and top > 0)
+    hot = _hot(state, ranked, combined, max_hot, cfg)
     indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks and block_roots:
@@ -238,6 +304,16 @@ def _reveal_cost(state: SessionState, page_id: str) -> int:
     return cost + sum(len(state.children_of(a)) for a in chain if state.views[a] is not View.UNPACKED)
 
 
+def _indexed_view(state: SessionState, page_id: str) -> View:
+    """An Indexed page is shown as its summary, unless it is an Original whose summary would save
+    less than half of its content: then it is shown whole for about the same tokens (a turn of two
+    sentences is its own best summary, and evidence only in Detail)."""
+    page = state.pages.get(page_id)
+    if isinstance(page, OriginalPage) and len(page.content) <= 2 * len(page.summary):
+        return View.DETAIL
+    return View.SUMMARY
+
+
 def apply_plan(
     state: SessionState,
     plan: RouterPlan,
@@ -289,7 +365,7 @@ def apply_plan(
             state = result.state
             added = [p.id for p in new_pages]
     visible = _visible_count(state) if max_nodes is not None else 0
-    targets = [(p, View.DETAIL) for p in plan.hot] + [(p, View.SUMMARY) for p in plan.indexed]
+    targets = [(p, View.DETAIL) for p in plan.hot] + [(p, _indexed_view(state, p)) for p in plan.indexed]
     for number, (page_id, view) in enumerate(targets):
         if page_id not in state.pages:
             continue

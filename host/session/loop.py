@@ -53,6 +53,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+HOT_SHARE = 0.7  # of the budget, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
@@ -120,6 +121,18 @@ class SessionParts:
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
     router_role: Router | None = None  # None: a LocalRouter over `search`, `blocks` and `memory`
     consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
+
+
+def _router_config(config: RouterConfig, budget: Budget) -> RouterConfig:
+    """The router's settings for a session: the budget's `max_hot` unless set, and history turns in
+    Detail past it within `HOT_SHARE` of the budget (issue 19: the rest is the frame, the trace and
+    what the worker zooms into; governance keeps the best that fit)."""
+    update: dict[str, int] = {}
+    if config.max_hot is None:
+        update["max_hot"] = budget.max_hot
+    if config.hot_tokens is None:
+        update["hot_tokens"] = int(budget.total * HOT_SHARE)
+    return config.model_copy(update=update) if update else config
 
 
 def _focus(state: SessionState, hot: Sequence[str], added: Sequence[str]) -> frozenset[str]:
@@ -305,11 +318,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     worker_steps: list[TraceStep] = []
     addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
-    router_config = (
-        parts.router
-        if parts.router.max_hot is not None
-        else parts.router.model_copy(update={"max_hot": request.budget.max_hot})
-    )
+    router_config = _router_config(parts.router, request.budget)
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
     frame = _frame_tokens(request, parts.counter)

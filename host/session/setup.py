@@ -5,16 +5,19 @@
   blocks stay searchable for the router and Explore. Both keep to the repositories given, even
   when the store indexes more.
 - Dialogues (JSONL turns) are History pages. The sentry (P13) decides the mode: while the history
-  and the intent fit under the budget's `chat_pressure` share the turns are shown whole (chat mode); otherwise
-  the history is paged retroactively: topic segments become Consolidated pages over their turns,
-  shown as summaries the worker can unpack; the latest segments stay in the flow within the
-  budget's `recent` share.
+  and the intent fit under the budget's `chat_pressure` share the turns are shown whole (chat
+  mode); otherwise the history is paged retroactively: the latest topic segments stay in the flow
+  within the budget's `recent` share, as Consolidated pages over their turns (summaries of their
+  distinctive words the worker can unpack); older turns are Shelved one by one, for the router to
+  bring back alone.
 - Documents are structured blocks shown as one summary page each, unpacked on demand (P17).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -29,8 +32,8 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
 from pagedctx.host.session.sentry import SentryDecision, topic_segments, watch
-from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, lead, to_keywords
-from pagedctx.host.text.terms import terms
+from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, to_keywords
+from pagedctx.host.text.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages
@@ -72,19 +75,59 @@ def _added(
     return result.state
 
 
-def _segment_summary(members: Sequence[Page], turns: Sequence[Piece], max_words: int = 28) -> str:
-    """A short extractive summary of a segment: its time span and the lead of its user turns.
+_MIN_WORD = 4  # shorter words are rarely what a segment is about
 
-    Bounded (a long history pages into many segments and every shown one costs its summary);
-    identifiers the turns name are kept (P10), names stay in the keywords.
+
+def _words_of(text: str) -> list[str]:
+    """The content words of a text, lowercased, in order (identifiers split as search splits them)."""
+    return [
+        w.lower()
+        for w in identifiers(text)
+        if len(w) >= _MIN_WORD and w.isalpha() and w.lower() not in STOPWORDS
+    ]
+
+
+def _segment_summary(
+    members: Sequence[Page], turns: Sequence[Piece], rarity: Mapping[str, float], max_words: int = 10
+) -> str:
+    """A short extractive summary of a segment: its time span, who spoke, and its distinctive words.
+
+    Distinctive: the words of the segment weighted by how often it uses them and how rare they are
+    in the whole dialogue (tf-idf over turns, `rarity`), in their first order of appearance: what
+    the segment is about, not how its turns begin ("Wow, nice pic!"). Identifiers the turns name
+    are kept (P10).
     """
     start, end = turns[0].timestamp, turns[-1].timestamp
     span = f"{start:%Y-%m-%d %H:%M}" + (f" to {end:%Y-%m-%d %H:%M}" if end.date() != start.date() else "")
-    leads = [lead(t.content) for t in turns if t.content]
-    words = " | ".join(leads).split()
-    text = " ".join(words[:max_words]) + (" …" if len(words) > max_words else "")
+    speakers = list(dict.fromkeys(t.title.rsplit("(", 1)[-1].rstrip(")") for t in turns))
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    spelled: dict[str, str] = {}
+    for t in turns:
+        for word in identifiers(t.content):
+            key = word.lower()
+            if len(key) < _MIN_WORD or not word.isalpha() or key in STOPWORDS:
+                continue
+            counts[key] += 1
+            first.setdefault(key, len(first))
+            spelled.setdefault(key, word)
+    ranked = sorted(counts, key=lambda w: (-counts[w] * rarity.get(w, 0.0), first[w]))[:max_words]
+    words = ", ".join(spelled[w] for w in sorted(ranked, key=first.__getitem__))
+    text = f"{' & '.join(speakers[:3])}: {words}" if words else " & ".join(speakers[:3])
     names = [n for t in turns for n in code_identifiers(t.content) if n not in text]
     return f"{span}: {text}" + (f" [ids: {', '.join(dict.fromkeys(names))}]" if names else "")
+
+
+def _rarity(turns: Sequence[Piece]) -> dict[str, float]:
+    """Inverse document frequency of the content words of a dialogue, over its turns."""
+    seen: Counter[str] = Counter()
+    for t in turns:
+        seen.update(set(_words_of(t.content)))
+    total = len(turns)
+    return {w: math.log(1 + total / n) for w, n in seen.items()}
+
+
+_ROOT_TOKENS = 20  # what a dense <Node> around a root's summary costs, about
 
 
 def _dialogue_pages(
@@ -94,52 +137,59 @@ def _dialogue_pages(
     segment_tokens: int,
     recent_tokens: int,
 ) -> tuple[list[Page], dict[str, View], set[str]]:
-    """Pages of a dialogue, their views, and the pages kept out of the flow (Shelved, P3): the older
-    segment roots and their turns."""
+    """Pages of a dialogue, their views, and the pages kept out of the flow (Shelved, P3).
+
+    The latest segments stay in the flow within `recent_tokens`, as Consolidated pages over their
+    turns (one turn alone is its own root). Older turns are Shelved as roots of their own: known and
+    searchable, and when the router addresses one it comes back alone, in Detail, without the
+    neighbours a container would unpack with it (issue 19: budget spent on evidence).
+    """
     if decision.mode == "chat":
         pages: list[Page] = [materialize(t, taken=taken, depth=0, draft=False) for t in turns]
         return pages, {p.id: View.DETAIL for p in pages}, set()
     segments = topic_segments(
         [terms(t.content) for t in turns], [t.tokens for t in turns], max_tokens=segment_tokens
     )
+    rarity = _rarity(turns)
+    recent: list[range] = []
+    used = 0
+    for segment in reversed(segments):
+        used += _ROOT_TOKENS + (30 if len(segment) > 1 else turns[segment[0]].tokens // 2)
+        if used > recent_tokens:
+            break
+        recent.append(segment)
+    first_recent = recent[-1].start if recent else len(turns)
     pages = []
     views: dict[str, View] = {}
-    roots: list[tuple[set[str], int]] = []
-    for segment in segments:
+    shelved: set[str] = set()
+    for piece in turns[:first_recent]:
+        page = materialize(piece, taken=taken, depth=0, draft=False)
+        pages.append(page)
+        views[page.id] = View.SUMMARY
+        shelved.add(page.id)
+    for segment in reversed(recent):
         chosen = [turns[i] for i in segment]
         if len(chosen) == 1:  # a container of one turn would only add its own cost: the turn is the root
             single = materialize(chosen[0], taken=taken, depth=0, draft=False)
             pages.append(single)
             views[single.id] = View.SUMMARY
-            roots.append(({single.id}, len(single.summary) // 4 + 40))
             continue
         members = [materialize(t, taken=taken, depth=1, draft=False) for t in chosen]
-        keywords = consensus_keywords(members)
         page_id = short_hash(f"segment:{chosen[0].handle}:{chosen[-1].handle}", taken)
         taken.add(page_id)
         pages.extend(members)
-        summary = _segment_summary(members, chosen)
         pages.append(
             ConsolidatedPage(
                 id=page_id,
                 depth=0,
                 timestamp=chosen[-1].timestamp,
-                keywords=to_keywords(keywords, 5),
-                summary=summary,
+                keywords=to_keywords(consensus_keywords(members), 5),
+                summary=_segment_summary(members, chosen, rarity),
                 origin=Origin.HISTORY,
                 source_ids=tuple(m.id for m in members),
             )
         )
         views[page_id] = View.SUMMARY
-        roots.append(({page_id, *(m.id for m in members)}, len(summary) // 4 + 40))
-    # The most recent segments stay in the flow within `recent_tokens`; older ones are Shelved:
-    # known and searchable, brought back when the router addresses them.
-    shelved: set[str] = set()
-    used = 0
-    for ids, cost in reversed(roots):
-        used += cost
-        if used > recent_tokens or shelved:
-            shelved |= ids
     return pages, views, shelved
 
 

@@ -70,7 +70,6 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
 
 from pagedctx.errors import BudgetError, ContextFormatError
 from pagedctx.pages import (
-    OriginalPage,
     Page,
     SessionState,
     Transition,
@@ -81,10 +80,9 @@ from pagedctx.pages import (
 )
 from pagedctx.pages.exchange import evict
 from pagedctx.protocol.context import RegistryEntry, TraceStep
-from pagedctx.protocol.render import build_state_tree, serialize, timeline_key
+from pagedctx.protocol.render import build_state_tree, node_lines, serialize, timeline_key
 from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter
-from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
 __all__ = ["GOVERNANCE_ACTIONS", "Synthesis", "SynthesisRequest", "count_document", "synthesize"]
 
@@ -471,43 +469,7 @@ def _level(state: SessionState, page_id: str) -> int:
     return level
 
 
-def _attribute(value: str) -> str:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def _element_text(tag: str, text: str) -> str:
-    marker = ""
-    if needs_escape(text):
-        text = encode(text)
-        marker = f' {ESCAPE_ATTRIBUTE}="{ESCAPE_VALUE}"'
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
-    return f"<{tag}{marker}>{text}</{tag}>"
-
-
 def _node_lines(page: Page, view: View, level: int) -> list[str]:
-    """A text shaped like the page's rendered `<Node>` (an estimate: the exact count is of the XML).
-
-    Given as its element lines, cut after each line break that precedes a `<`: text never holds a
-    literal `<` (escaped above; keywords hold no line break), so these are exactly the pieces
-    `count_document` would cut the joined text into.
-    """
-    indent = _INDENT * level
-    attributes = f'id="{page.id}" type="{page.type.value}" view="{view.value}" depth="{page.depth}"'
-    if page.keywords:
-        attributes += f' keywords="{_attribute(", ".join(page.keywords))}"'
-    if page.origin is not None:
-        attributes += f' origin="{page.origin.value}"'
-    attributes += f' timestamp="{page.timestamp.isoformat()}"'
-    if page.pblock is not None:
-        attributes += f' handle="{page.pblock}"'
-    if page.draft:
-        attributes += ' draft="true"'
-    if view is View.UNPACKED:
-        return [f"{indent}<Node {attributes}>\n", f"{indent}</Node>\n"]
-    if view is View.DETAIL:
-        payload = _element_text("Content", page.content if isinstance(page, OriginalPage) else page.summary)
-    elif page.summary:
-        payload = _element_text("Summary", page.summary)
-    else:
-        return [f"{indent}<Node {attributes}/>\n"]
-    return [f"{indent}<Node {attributes}>\n", f"{indent}{_INDENT}{payload}\n", f"{indent}</Node>\n"]
+    """A text shaped like the page's rendered (dense) `<Node>`, as its element lines: the
+    renderer's own estimate (`pagedctx.protocol.render.node_lines`, issue 19)."""
+    return node_lines(page, view, level, _INDENT)

@@ -77,6 +77,14 @@ class PageSearch:
                 del self._postings[word]
                 del self._max_tf[word]
 
+    def terms_of(self, page_id: str) -> tuple[str, ...]:
+        """The distinct terms a page is indexed under (empty for a page not indexed)."""
+        return self._words.get(page_id, ())
+
+    def frequency(self, term: str) -> int:
+        """How many pages are indexed under `term` (its document frequency)."""
+        return len(self._postings.get(term, ()))
+
     def coverage(self, page_id: str, focus: Collection[str]) -> float:
         """The share of the focus terms the page is indexed under (P8 precision), in [0, 1]."""
         if not focus:

@@ -222,7 +222,9 @@ class AttemptHistory:
         shown = list(roots)
         while True:
             state = self._state(pages, shown, views)
-            xml = render_state(state, current_time=now, query=goal, system_instructions=INSTRUCTIONS)
+            xml = render_state(  # the full form: INSTRUCTIONS name its views
+                state, current_time=now, query=goal, system_instructions=INSTRUCTIONS, dense=False
+            )
             tokens = self.counter.count(xml)
             if tokens <= budget:
                 return xml, tokens

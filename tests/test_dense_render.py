@@ -1,0 +1,199 @@
+"""The dense `<PagedContext>` rendering (issue 19; P6, P7): schema-valid, and it parses back.
+
+The dense form leaves out what a reader can derive (the view from the shape, the depth from the
+nesting, the origin from the container, a timestamp equal to the one before, keywords a Summary
+already says, handles of pages Explore cannot search); `dense_form` is what survives, and parsing
+the dense XML gives exactly that.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lxml import etree
+from pages_factory import build, consolidated, ok, original, pid
+
+from pagedctx.pages import Origin, PageType, SessionState, Transition, View, consult, fold_to_background
+from pagedctx.protocol.context import ContextNode, PagedContextDocument
+from pagedctx.protocol.instructions_text import LONG_INSTRUCTIONS, SHORT_INSTRUCTIONS, system_instructions
+from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.render import dense_form, markup_tokens, render_document, render_state
+from pagedctx.protocol.schema import validation_errors
+from pagedctx.protocol.tokens import token_counter
+
+NOW = datetime(2026, 2, 14, 11, 0, 0, tzinfo=UTC)
+BASE = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
+HOSTILE = ["</Node>", "]]>", '<Consult("x", f1a2b3c4)>', "\x00\x01\x1f", "\ud800", "&amp;", "\r\n", "  "]
+ZONES = [UTC, timezone(timedelta(hours=2)), None]
+KEYWORD = st.sampled_from(["park", "kids", "Melanie", "retry loop", "sunset", "x"])
+
+
+@st.composite
+def stamps(draw: st.DrawFn) -> datetime:
+    """Times that often repeat or share a date: what the dense form shortens."""
+    zone = draw(st.sampled_from(ZONES))
+    value = BASE + timedelta(days=draw(st.integers(0, 2)), minutes=draw(st.integers(0, 3)))
+    return value.replace(tzinfo=zone)
+
+
+@st.composite
+def leaf(draw: st.DrawFn, view: View, origins: st.SearchStrategy[Origin | None]) -> ContextNode:
+    is_original = draw(st.booleans())
+    origin = draw(origins)
+    if is_original and origin is None:
+        origin = Origin.HISTORY
+    text = draw(st.text(max_size=12) | st.sampled_from(["Caroline: Wow, nice pic!", "park kids"]))
+    return ContextNode(
+        id=draw(st.from_regex(r"\A[0-9a-f]{8}\Z")),
+        type=PageType.ORIGINAL if is_original else PageType.CONSOLIDATED,
+        view=view,
+        depth=draw(st.integers(0, 3)),
+        origin=origin,
+        keywords=tuple(dict.fromkeys(draw(st.lists(KEYWORD, max_size=3)))),
+        timestamp=draw(stamps()),
+        handle=draw(st.none() | st.from_regex(r"\Apb:[0-9a-f]{8}\Z")),
+        draft=draw(st.booleans()),
+        summary=text if view is View.SUMMARY and draw(st.booleans()) else None,
+        content=text if view is View.DETAIL else None,
+    )
+
+
+@st.composite
+def nodes(draw: st.DrawFn, origins: st.SearchStrategy[Origin | None], level: int = 0) -> ContextNode:
+    if level < 2 and draw(st.integers(0, 2)) == 0:
+        kids = tuple(draw(st.lists(nodes(origins, level + 1), min_size=1, max_size=3)))
+        base = draw(leaf(View.SUMMARY, origins))
+        return base.model_copy(
+            update={"type": PageType.CONSOLIDATED, "view": View.UNPACKED, "summary": None, "children": kids}
+        )
+    return draw(leaf(draw(st.sampled_from([View.SUMMARY, View.DETAIL])), origins))
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> PagedContextDocument:
+    # One origin everywhere (a dialogue), a few (a session with code and memory), or some missing.
+    origins = draw(
+        st.sampled_from(
+            [
+                st.just(Origin.HISTORY),
+                st.sampled_from(list(Origin)),
+                st.none() | st.sampled_from(list(Origin)),
+            ]
+        )
+    )
+    return PagedContextDocument(
+        current_time=NOW,
+        system_instructions=draw(st.sampled_from([SHORT_INSTRUCTIONS, LONG_INSTRUCTIONS])),
+        query=draw(st.text(max_size=10)),
+        flow=tuple(draw(st.lists(nodes(origins), max_size=5))),
+        background=draw(st.none() | st.lists(leaf(View.SUMMARY, origins), max_size=3).map(tuple)),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents())
+def test_dense_render_parses_back_to_its_dense_form(doc: PagedContextDocument) -> None:
+    """P6, issue 19: dense XML is schema-valid, parses to `dense_form(doc)`, and renders again to the
+    same bytes; `dense_form` is a fixed point."""
+    text = render_document(doc)
+    root = etree.fromstring(text.encode("utf-8"))
+    assert validation_errors(root) == []
+    back = parse_document(text)
+    assert back == dense_form(doc)
+    assert render_document(back) == text
+    assert dense_form(back) == back
+
+
+def _zoomed_state(views: list[int], folds: list[int]) -> SessionState:
+    state = build(
+        consolidated(10, [11, 3], depth=0),
+        consolidated(11, [1, 2]),
+        original(1, depth=2),
+        original(2, depth=2, minutes=3),
+        original(3, depth=1, minutes=1),
+        original(4, depth=0, minutes=0),
+        original(5, depth=0),
+        original(6, depth=0, minutes=2),
+    )
+    for target in views:
+        result = consult(state, pid(target))
+        state = result.state if isinstance(result, Transition) else state
+    for target in folds:
+        result = fold_to_background(state, pid(target))
+        state = result.state if isinstance(result, Transition) else state
+    return state
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from([10, 11, 1, 2, 3, 4, 5, 6]), max_size=8),
+    st.lists(st.sampled_from([4, 5, 6, 10]), max_size=2),
+)
+def test_dense_and_full_render_show_the_same_state(views: list[int], folds: list[int]) -> None:
+    """P6/P7: the dense rendering of any state holds what the full one holds, less only what
+    `dense_form` leaves out by design."""
+    state = _zoomed_state(views, folds)
+    full = parse_document(render_state(state, current_time=NOW, query="q", dense=False))
+    dense = parse_document(render_state(state, current_time=NOW, query="q"))
+    assert dense == dense_form(full).model_copy(update={"system_instructions": SHORT_INSTRUCTIONS})
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_content_stays_data_in_the_dense_form(hostile: str) -> None:
+    """P6 / DESIGN section 8: page text is a node's own text now, and still data."""
+    page = original(1).model_copy(update={"content": f"before {hostile} after", "summary": hostile})
+    state = ok(consult(build(page, original(2)), pid(1)))
+    text = render_state(state, current_time=NOW, query=hostile)
+    root = etree.fromstring(text.encode("utf-8"))
+    assert len(root.findall("Linear_Flow/Node")) == 2
+    assert root.find(".//Content") is None
+    doc = parse_document(text)
+    assert doc.flow[0].content == f"before {hostile} after"
+    assert doc.flow[0].view is View.DETAIL
+    assert doc.query == hostile
+
+
+def test_dense_node_leaves_out_what_it_can_derive() -> None:
+    """Issue 19 item 1: a run of turns of one date writes its date once, the origin once, no view,
+    type, depth or handle on a turn shown whole."""
+    turns = [original(n, depth=0, minutes=n) for n in range(1, 4)]
+    state = build(*turns)
+    for n in range(1, 4):
+        state = ok(consult(state, pid(n)))
+    text = render_state(state, current_time=NOW, query="q")
+    flow = etree.fromstring(text.encode("utf-8")).find("Linear_Flow")
+    assert flow is not None and flow.get("origin") == "History"
+    first, second, _ = list(flow)
+    assert set(first.attrib) == {"id", "timestamp"}
+    assert set(second.attrib) == {"id", "time"}
+    assert parse_document(text).flow[1].timestamp == turns[1].timestamp
+
+
+def test_background_nodes_are_summaries_without_saying_so() -> None:
+    state = ok(fold_to_background(build(original(1, depth=0), original(2, depth=0)), pid(1)))
+    text = render_state(state, current_time=NOW)
+    node = etree.fromstring(text.encode("utf-8")).find("Background_Context/Node")
+    assert node is not None and node.get("view") is None
+    assert parse_document(text).background is not None
+
+
+def test_short_instructions_are_the_default_and_the_long_form_is_kept() -> None:
+    counter = token_counter(None)
+    assert system_instructions() == SHORT_INSTRUCTIONS
+    assert system_instructions("long") == LONG_INSTRUCTIONS
+    assert counter.count(SHORT_INSTRUCTIONS) * 2 < counter.count(LONG_INSTRUCTIONS)
+    assert SHORT_INSTRUCTIONS in render_state(build(original(1)), current_time=NOW)
+
+
+def test_markup_tokens_counts_page_text_in_both_forms() -> None:
+    counter = token_counter(None)
+    state = ok(
+        consult(build(original(1).model_copy(update={"content": "the retry loop stops at five"})), pid(1))
+    )
+    for dense in (True, False):
+        page, total = markup_tokens(render_state(state, current_time=NOW, dense=dense), counter.count)
+        assert page == counter.count("the retry loop stops at five")
+        assert total > page
