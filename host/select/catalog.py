@@ -573,6 +573,8 @@ class _Delta:
     def _lay_out(self) -> None:
         """Runs of old rows kept and new parts, in block order, and where each old row goes."""
         old, position = self.old, 0
+        starts, counts = old.file_start.tolist(), old.file_count.tolist()
+        moves: list[tuple[int, int, int]] = []  # (old start, old stop, new start) of each kept run
         for path in self.block_order:
             part = self.fresh.get(path)
             if part is not None:
@@ -581,17 +583,20 @@ class _Delta:
                 position += len(part.ids)
                 continue
             i = self.old_index[path]
-            start, count = int(old.file_start[i]), int(old.file_count[i])
+            start, count = starts[i], counts[i]
             self.counts.append(count)
             if not count:
                 continue
-            self.row_map[start : start + count] = np.arange(position, position + count, dtype=np.int32)
             last = self.runs[-1] if self.runs else None
             if isinstance(last, Run) and last.stop == start:
                 self.runs[-1] = Run(last.start, start + count)
+                moves[-1] = (moves[-1][0], start + count, moves[-1][2])
             else:
                 self.runs.append(Run(start, start + count))
+                moves.append((start, start + count, position))
             position += count
+        for start, stop, new_start in moves:
+            self.row_map[start:stop] = np.arange(new_start, new_start + stop - start, dtype=np.int32)
         self.rows = position
 
     def _new_parts(self) -> list[tuple[int, FilePart]]:

@@ -122,14 +122,26 @@ class Postings:
             return Postings(ptr, rows.astype(np.int32, copy=False), data)
         order = np.lexsort((added_rows, added_keys))
         keys_sorted, rows_sorted = added_keys[order], added_rows[order]
-        # where a build from scratch would put each: entries sorted by (key, row), found at once
-        span = np.int64(max(int(rows.max(initial=-1)), int(rows_sorted.max())) + 1)
-        key_of = np.repeat(np.arange(n_keys, dtype=np.int64), np.diff(ptr))
-        positions = np.searchsorted(key_of * span + rows, keys_sorted.astype(np.int64) * span + rows_sorted)
+        positions = _lower_bounds(rows, ptr[keys_sorted], ptr[keys_sorted + 1], rows_sorted)
         new_rows = np.insert(rows, positions, rows_sorted).astype(np.int32, copy=False)
         new_data = np.insert(data, positions, added_data[order]).astype(np.int32, copy=False)
         ptr[1:] += np.cumsum(np.bincount(keys_sorted, minlength=n_keys))
         return Postings(ptr, new_rows, new_data)
+
+
+def _lower_bounds(rows: IntArray, starts: PtrArray, stops: PtrArray, targets: IntArray) -> PtrArray:
+    """For each i, the first position in rows[starts[i]:stops[i]] (ascending) holding a row >=
+    targets[i]: one binary search per entry, all run together (no pass over every entry)."""
+    lo, hi = starts.copy(), stops.copy()
+    last = max(len(rows) - 1, 0)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        right = active & (rows[np.minimum(mid, last)] < targets) if len(rows) else active & False
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
 
 
 def splice_small_enough(added: int) -> bool:
