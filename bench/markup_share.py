@@ -75,8 +75,8 @@ def _shares(name: str, state, intent: str, now: datetime) -> None:  # type: igno
         page, total = markup_tokens(xml, COUNTER.count)
         rows.append((label, page, total, 1 - page / total))
     for label, page, total, share in rows:
-        print(f"| {name} | {label} | {page} | {total} | {share:.2f} |")
-    print(f"| {name} | markup share after / before | | | {rows[1][3] / rows[0][3]:.2f} |")
+        print(f"| {name} | {label} | {page} | {total} | {share:.3f} |")
+    print(f"| {name} | markup share after / before | | | {rows[1][3] / rows[0][3]:.3f} |")
 
 
 def main() -> None:

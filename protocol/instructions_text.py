@@ -24,12 +24,10 @@ InstructionForm = Literal["short", "long"]
 INSTRUCTION_FORMS: tuple[InstructionForm, ...] = ("short", "long")
 
 SHORT_INSTRUCTIONS = """\
-Each Node is a page: its text is the full content; view="Summary": a summary only; nested Nodes: \
-a Consolidated page opened. A page's time is the last timestamp (or time of day) above it; \
-compare it with CURRENT_TIME.
-Consult(reason, id): zoom in (Summary, full, opened). Shelve(reason, id): zoom out. \
-Explore(reason, handle, keywords): search inside block `handle`.
-Never guess: Consult or Explore first. Any other output is a bus fault."""
+Node: a page, its text whole (view="Summary": a summary); nested Nodes: an opened Consolidated \
+page; time: the last timestamp/time above.
+Consult(reason, id) zooms in, Shelve(reason, id) out, Explore(reason, handle, keywords) searches a \
+block. Zoom, never guess; other output is a bus fault."""
 
 LONG_INSTRUCTIONS = SYSTEM_INSTRUCTIONS
 

@@ -19,7 +19,7 @@ and nothing it can derive:
 - `origin` once on `<Linear_Flow>` / `<Background_Context>` (their most common origin, when every
   node there has one), and on a node only where it differs from its parent's (or the container's);
 - `timestamp` only when it changes from the node before (document order within the container),
-  and as `time="HH:MM:SS"` when only the time of day changed;
+  and as `time="HH:MM"` (seconds when there are any) when only the time of day changed;
 - `keywords` only those the node's text does not already say (all of them on an Unpacked page, which
   shows no text of its own: a file's path, a segment's topic); `handle` only on a Consolidated page
   (Explore searches inside a structured block; a turn or a chunk has no inside).
@@ -98,8 +98,9 @@ def dense_keywords(keywords: Sequence[str], text: str | None) -> tuple[str, ...]
 
 
 def _stamp(value: datetime) -> str:
-    """ISO-8601, `Z` for UTC (the shortest form `datetime.fromisoformat` reads back)."""
-    text = value.isoformat()
+    """ISO-8601 in its shortest form `datetime.fromisoformat` reads back: `Z` for UTC, no seconds
+    when there are none."""
+    text = value.isoformat("T", "minutes" if not value.second and not value.microsecond else "auto")
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
@@ -114,7 +115,8 @@ def dense_time(value: datetime, previous: datetime | None) -> tuple[str, str] | 
         and (value.tzinfo is None) == (previous.tzinfo is None)
         and value.utcoffset() == previous.utcoffset()
     ):
-        return "time", value.time().isoformat()
+        clock = value.time()
+        return "time", clock.isoformat("minutes" if not clock.second and not clock.microsecond else "auto")
     return "timestamp", _stamp(value)
 
 

@@ -35,7 +35,12 @@ KEYWORD = st.sampled_from(["park", "kids", "Melanie", "retry loop", "sunset", "x
 def stamps(draw: st.DrawFn) -> datetime:
     """Times that often repeat or share a date: what the dense form shortens."""
     zone = draw(st.sampled_from(ZONES))
-    value = BASE + timedelta(days=draw(st.integers(0, 2)), minutes=draw(st.integers(0, 3)))
+    value = BASE + timedelta(
+        days=draw(st.integers(0, 2)),
+        minutes=draw(st.integers(0, 3)),
+        seconds=draw(st.sampled_from([0, 0, 30])),
+        microseconds=draw(st.sampled_from([0, 0, 0, 250])),
+    )
     return value.replace(tzinfo=zone)
 
 

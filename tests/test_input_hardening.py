@@ -524,9 +524,9 @@ def test_a_megabyte_one_word_turn_keeps_small_pages(tmp_path: Path) -> None:
     blob = "invoice_" + "ab1" * 333_333
     dialogue = write_dialogue(tmp_path / "d.jsonl", ["Noted.", blob])
     provider = DialogueProvider.from_jsonl(dialogue, token_counter(None))
-    big = next(p for p in provider.children(provider.root) if p.content == blob)
+    big = next(p for p in provider.children(provider.root) if p.content.endswith(blob))  # "user: " first
     page = materialize(big, taken=set(), depth=0)
-    assert isinstance(page, OriginalPage) and page.content == blob
+    assert isinstance(page, OriginalPage) and page.content == f"user: {blob}"
     assert len(page.summary) <= 200 and all(len(k) <= MAX_KEYWORD_LENGTH for k in page.keywords)
     root = provider.piece(provider.root)
     assert root is not None and all(len(k) <= MAX_KEYWORD_LENGTH for k in root.keywords)

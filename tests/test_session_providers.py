@@ -94,10 +94,11 @@ def test_dialogue_is_one_structured_block_with_an_atomic_block_per_turn(tmp_path
     assert [p.handle for p in turns] == [handle_for(f"dialogue:{name}:{t['id']}") for t in TURNS]
     assert list(root.children) == [p.handle for p in turns]
     first = turns[0]
-    assert first.content == TURNS[0]["text"] and not first.structured and first.origin is Origin.HISTORY
+    assert first.content == f"user: {TURNS[0]['text']}"  # who spoke, issue 19
+    assert not first.structured and first.origin is Origin.HISTORY
     assert first.summary == "user: Why does parse_port reject 0?… [mentions load_settings]"
-    assert first.keywords[:3] == ("user", "parse_port", "load_settings")  # the speaker first (issue 19)
-    assert first.tokens == COUNTER.count(TURNS[0]["text"])
+    assert first.keywords[:2] == ("parse_port", "load_settings")
+    assert first.tokens == COUNTER.count(first.content)
     assert first.source == f"{name}#t1" and first.timestamp == datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
     assert turns[2].timestamp == datetime(2025, 3, 1, 7, 35, tzinfo=UTC)
     # P7: the dialogue block is as recent as its latest turn; t3 (07:35Z) went back in time: noted, kept

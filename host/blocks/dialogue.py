@@ -11,8 +11,8 @@ page order and staleness (P7) never depend on the machine's zone. Blank lines ar
 keep their file order; timestamps that go backwards are accepted and listed in `notes`. Any other
 deviation raises `InputFormatError` naming the file, the line and the fix.
 
-A turn's piece says who spoke: its summary starts with the speaker, and its first keyword is the
-speaker (the dense rendering shows it on a turn in Detail, whose text rarely names its speaker).
+A turn's piece says who spoke: its content is `speaker: text` (what a turn in Detail shows and
+what page search reads, issue 19), its summary the speaker and the lead sentence.
 
 Handles: the block is `handle_for("dialogue:{path}")`, a turn `handle_for("dialogue:{path}:{id}")`
 (path as given, POSIX form), so the same file gives the same handles in every run.
@@ -31,7 +31,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pagedctx.errors import InputFormatError, UsageError
 from pagedctx.host.blocks.base import Piece, PieceProvider
-from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize, to_keywords
+from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 
@@ -208,6 +208,7 @@ class DialogueProvider(PieceProvider):
                 )
             handle = handle_for(f"dialogue:{name}:{turn.id}", taken)
             taken.add(handle)
+            said = f"{turn.speaker}: {turn.text}"  # who spoke is part of what a turn says
             pieces.append(
                 Piece(
                     handle=handle,
@@ -215,11 +216,10 @@ class DialogueProvider(PieceProvider):
                     structured=False,
                     title=f"turn {turn.id} ({turn.speaker})",
                     summary=summarize(f"{turn.speaker}: ", turn.text),
-                    content=turn.text,
-                    # the speaker first: a turn shown whole says who spoke (its text rarely does)
-                    keywords=to_keywords([turn.speaker, *salient_keywords(turn.text)]),
+                    content=said,
+                    keywords=salient_keywords(turn.text),
                     timestamp=turn.timestamp,
-                    tokens=counter.count(turn.text),
+                    tokens=counter.count(said),
                     source=f"{name}#{turn.id}",
                     origin=Origin.HISTORY,
                 )

@@ -86,7 +86,8 @@ def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tup
                 moment = node.timestamp.timestamp()
                 scored.append((cover, _names_a_value(text, intent), moment, node.id, text))
     asked = " ".join(intent.split()).casefold()
-    scored = [item for item in scored if " ".join(item[4].split()).casefold() != asked]  # not the question
+    # not the question (a turn in Detail starts with its speaker: "user: <the question>")
+    scored = [item for item in scored if not " ".join(item[4].split()).casefold().endswith(asked)]
     if any(
         not item[4].endswith("?") for item in scored
     ):  # a question answers nothing while a statement is shown

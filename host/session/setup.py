@@ -78,6 +78,11 @@ def _added(
 _MIN_WORD = 4  # shorter words are rarely what a segment is about
 
 
+def _said(turn: Piece) -> str:
+    """A turn's text without the `speaker: ` its content starts with."""
+    return turn.content.split(": ", 1)[1] if ": " in turn.content else turn.content
+
+
 def _words_of(text: str) -> list[str]:
     """The content words of a text, lowercased, in order (identifiers split as search splits them)."""
     return [
@@ -104,7 +109,7 @@ def _segment_summary(
     first: dict[str, int] = {}
     spelled: dict[str, str] = {}
     for t in turns:
-        for word in identifiers(t.content):
+        for word in identifiers(_said(t)):
             key = word.lower()
             if len(key) < _MIN_WORD or not word.isalpha() or key in STOPWORDS:
                 continue
@@ -122,7 +127,7 @@ def _rarity(turns: Sequence[Piece]) -> dict[str, float]:
     """Inverse document frequency of the content words of a dialogue, over its turns."""
     seen: Counter[str] = Counter()
     for t in turns:
-        seen.update(set(_words_of(t.content)))
+        seen.update(set(_words_of(_said(t))))
     total = len(turns)
     return {w: math.log(1 + total / n) for w, n in seen.items()}
 
