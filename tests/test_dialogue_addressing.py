@@ -1,0 +1,208 @@
+"""Addressing real-looking conversations (issue 19 items 2-3; P8, P12, P13).
+
+A turn says who spoke; a short remark ("Wow, thanks!") ranks below a turn about the question; a
+segment's summary names what it is about, not how its turns begin; an answering turn far back comes
+back alone, in Detail, with no neighbour in Summary; and `pagedctx run --format json` lists exactly
+the turns the XML shows whole.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.records.report import session_contract
+from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.roles.router import address
+from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
+from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
+from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.intent import Intent
+from pagedctx.pages import ConsolidatedPage, PageType, View
+from pagedctx.protocol.budget import Budget, BudgetShares
+from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.tokens import token_counter
+
+COUNTER = token_counter(None)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
+CHATTER = [
+    "Wow, that's cool!",
+    "Thanks, that means a lot!",
+    "Haha yes, totally.",
+    "Wow, nice pic!",
+    "Glad to hear it.",
+    "That sounds great!",
+]
+TOPICS = [
+    ("park", "I took my kids to the park by the lake yesterday and we had a picnic under the oaks."),
+    ("pottery", "I signed up for a pottery class on Thursdays; my first bowl cracked in the kiln."),
+    ("adoption", "I passed the adoption agency interviews last week, the home study is next."),
+    ("guitar", "I started playing acoustic guitar again, mostly folk songs in the evenings."),
+    ("hike", "We hiked the ridge trail on Saturday and saw a family of deer near the summit."),
+    ("concert", "The concert downtown was loud, the band played every song from their first album."),
+    ("garden", "My tomatoes finally ripened, the garden beds by the fence did best this year."),
+    ("marathon", "I ran the charity marathon for mental health and finished in four hours."),
+]
+
+
+def _turns(rng: random.Random, sessions: int = 12) -> list[dict[str, str]]:
+    """Sessions a week apart, each a run of chatter with two or three content turns in it."""
+    turns: list[dict[str, str]] = []
+    speakers = ("Caroline", "Melanie")
+    for number in range(sessions):
+        start = T0 + timedelta(days=7 * number)
+        said = [rng.choice(CHATTER) for _ in range(8)]
+        for _, text in rng.sample(TOPICS, 3):
+            said.insert(rng.randrange(len(said) + 1), text)
+        for offset, text in enumerate(said):
+            turns.append(
+                {
+                    "id": f"D{number + 1}:{offset + 1}",
+                    "speaker": speakers[offset % 2],
+                    "text": text,
+                    "timestamp": (start + timedelta(minutes=offset)).isoformat(),
+                }
+            )
+    return turns
+
+
+def _write(path: Path, turns: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
+    return path
+
+
+class _Clock:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+def _run(path: Path, question: str, budget: int, start: datetime) -> tuple[Prepared, SessionResult]:
+    clock = _Clock(start)
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)),
+        intent=question,
+        budget=Budget(total=budget),
+        counter=COUNTER,
+        now=clock(),
+    )
+    parts = SessionParts(
+        blocks=prepared.blocks,
+        counter=COUNTER,
+        clock=clock,
+        block_roots=list(prepared.roots),
+        worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
+    )
+    request = SessionRequest(session="s", intent=question, budget=Budget(total=budget), max_rounds=3)
+    return prepared, run_session(prepared.state, request, parts)
+
+
+def test_a_turn_says_who_spoke(tmp_path: Path) -> None:
+    """Issue 19 item 2: the speaker is part of a turn's text, shown in Detail and searched."""
+    path = _write(tmp_path / "d.jsonl", _turns(random.Random(1), sessions=1))
+    provider = DialogueProvider.from_jsonl(path, COUNTER)
+    first = provider.children(provider.root)[0]
+    assert first.content.startswith("Caroline: ")
+    assert first.summary.startswith("Caroline: ")
+
+
+def test_short_remarks_rank_below_the_turn_about_the_question(tmp_path: Path) -> None:
+    """Issue 19 item 2, P8: "Wow, the park? Nice pic!" names the park and says nothing else; the
+    turn about the park (BM25 alone favours the short one: fewer words) ranks above it."""
+    turns = _turns(random.Random(2))
+    turns[30] = {**turns[30], "text": "Wow, the park? Nice pic!"}
+    path = _write(tmp_path / "d.jsonl", turns)
+    question = "Who had a picnic in the park?"
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)), intent=question, budget=Budget(total=1000), counter=COUNTER, now=T0
+    )
+    state = prepared.state
+    search = ExpandedSearch()
+    search.add_pages(state.pages.values())
+    search.set_query(question)
+    plan = address(state, intent=Intent.of(question), search=search)
+    texts = [getattr(state.pages[p], "content", "") for p in plan.relevance]
+    remark = next(n for n, text in enumerate(texts) if text.endswith("Wow, the park? Nice pic!"))
+    about = next(n for n, text in enumerate(texts) if "picnic" in text)
+    assert about < remark
+    assert plan.hot and "picnic" in getattr(state.pages[plan.hot[0]], "content", "")
+
+
+def test_segment_summaries_name_what_the_segment_is_about(tmp_path: Path) -> None:
+    """Issue 19 item 2, P13: a segment's summary carries its distinctive words (rare in the whole
+    dialogue, said in the segment), not the first words of its turns."""
+    path = _write(tmp_path / "d.jsonl", _turns(random.Random(3)))
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)),
+        intent="what about it",
+        budget=Budget(total=1000, shares=BudgetShares(recent=0.6)),  # paged, several segments recent
+        counter=COUNTER,
+        now=T0,
+    )
+    segments = [p for p in prepared.state.pages.values() if isinstance(p, ConsolidatedPage)]
+    assert len(segments) >= 3
+    for segment in segments:
+        said = " ".join(prepared.state.pages[k].content for k in segment.source_ids)  # type: ignore[union-attr]
+        topical = {word for word, text in TOPICS if text in said}
+        words = segment.summary.split(": ", 2)[-1].lower()
+        assert not any(chatter.lower() in words for chatter in CHATTER)  # not the lead of a remark
+        assert not topical or any(word in words for word in topical), segment.summary
+
+
+def test_an_answering_turn_far_back_comes_alone_in_detail(tmp_path: Path) -> None:
+    """Issue 19 item 3, P3/P12: a turn addressing found in the far history is shown in Detail as a
+    root of its own: no neighbour of it is shown in Summary to reach it."""
+    turns = _turns(random.Random(4), sessions=20)
+    turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
+    target = turns[13]
+    path = _write(tmp_path / "d.jsonl", turns)
+    prepared, result = _run(path, "How long did Ilse take to swim the fjord?", 1000, T0 + timedelta(days=200))
+    shown = {turn for page_id in result.state.pages for turn in _shows(prepared, result, page_id)}
+    assert target["id"] in shown
+    page_id = next(p for p in result.state.pages if target["id"] in _shows(prepared, result, p))
+    assert result.state.parents.get(page_id) is None and result.state.views[page_id] is View.DETAIL
+    assert result.tokens <= 1000
+
+
+def _shows(prepared: Prepared, result: SessionResult, page_id: str) -> list[str]:
+    from pagedctx.host.records.report import shows
+
+    return shows(result.state, page_id, prepared.blocks)
+
+
+@pytest.mark.slow
+def test_run_json_lists_exactly_the_turns_the_xml_shows(tmp_path: Path) -> None:
+    """Issue 19 Done means (P12, docs/run.md): for 50 random questions at random budgets, `shows`
+    in the JSON contract names exactly the turns the final XML shows whole, each with its text."""
+    rng = random.Random(19)
+    turns = _turns(rng, sessions=16)
+    by_id = {t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}
+    path = _write(tmp_path / "d.jsonl", turns)
+    vocabulary = sorted({w.strip(".,;!?'") for _, text in TOPICS for w in text.split() if len(w) > 4})
+    for _ in range(50):
+        question = "What about the " + " ".join(rng.sample(vocabulary, 2)) + "?"
+        budget = rng.choice([600, 1000, 2000])
+        prepared, result = _run(path, question, budget, T0 + timedelta(days=200))
+        contract = session_contract(
+            result.state, policy="baseline", budget=budget, tokens=result.tokens, rounds=len(result.rounds),
+            blocks=prepared.blocks, counter=COUNTER, answer=result.answer,
+        )  # fmt: skip
+        listed = {turn: page["id"] for page in contract["pages"] for turn in page["shows"]}
+        document = parse_document(result.xml)
+        stack, whole = [*document.flow, *(document.background or ())], {}
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            if node.type is PageType.ORIGINAL and node.view is View.DETAIL:
+                whole[node.id] = node.content
+        assert set(listed.values()) == set(whole), question
+        assert all(whole[page_id] == by_id[turn] for turn, page_id in listed.items()), question
+        assert result.tokens <= budget
