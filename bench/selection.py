@@ -6,6 +6,8 @@ The corpus (default: Django 5.1.4's sdist, 2,899 files, cached by bench/pypi_sdi
 to a temporary folder (the bench edits a file) and indexed into a temporary SQLite store with a
 temporary PAGEDCTX_HOME. Printed as seconds and as a multiple of the reference, measured in the
 same run: tree-sitter's raw parse + tags query of the same files (bench/index.py), single process.
+Each step also gives its CPU seconds (this process and the processes it started and waited for:
+index workers, commands), less moved by other work on a shared machine than wall seconds.
 
 - full index with catalog: `Index.update` with the parsing workers making the catalog's parts,
   then the catalog built from them and saved (what `pagedctx index` does);
@@ -48,7 +50,7 @@ from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
 
 sys.path.insert(0, str(Path(__file__).parent))
-from index import django, raw_parse_seconds
+from index import django, raw_parse_times
 
 AIDER_VERSION = "0.86.2"
 AIDER_PYTHON = Path("/tmp/aider-venv/bin/python")
@@ -79,13 +81,36 @@ def intents(index: Index, count: int, rng: random.Random) -> list[str]:
     return out
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class Stopwatch:
+    """Wall and CPU seconds since `start()` (CPU: this process and its waited-for children)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), _cpu()
+
+    def start(self) -> Stopwatch:
+        self.wall, self.cpu = time.perf_counter(), _cpu()
+        return self
+
+    def lap(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, _cpu() - self.cpu
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[tuple[float, float], str]:
+    watch = Stopwatch()
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
-    return time.perf_counter() - started, done.stdout
+    return watch.lap(), done.stdout
 
 
-def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, float]]:
+def median(laps: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in laps), statistics.median(c for _, c in laps)
+
+
+def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, tuple[float, float]]]:
     """aider's RepoMap over the same files: cold (no tags cache), then warm (its cache on disk)."""
     version = subprocess.run(
         [str(python), "-c", "import aider; print(aider.__version__)"],
@@ -99,15 +124,15 @@ def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, float]]
     shutil.rmtree(tree / ".aider.tags.cache.v4", ignore_errors=True)
     rows = []
     for label in ("cold: no tags cache", "warm: its tags cache on disk"):
+        watch = Stopwatch()
         out = subprocess.run(
             [str(python), "-c", AIDER_SCRIPT, str(tree), intent],
             check=True, capture_output=True, text=True, cwd=tree,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # offline: no price list
         )  # fmt: skip
-        seconds = float(out.stdout.split()[-2])
-        rows.append(
-            (f"aider {AIDER_VERSION} RepoMap, fresh process, {label} (map built in-process)", seconds)
-        )
+        _, cpu = watch.lap()
+        seconds = float(out.stdout.split()[-2])  # the map, timed inside (aider's imports left out)
+        rows.append((f"aider {AIDER_VERSION} RepoMap, fresh process, {label}", (seconds, cpu)))
     return rows
 
 
@@ -134,31 +159,31 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
         walk = walk_roots([tree], tree, max_file_bytes=DEFAULT_MAX_FILE_BYTES)
         files = [Path(f.path) for f in walk.files if language_for_path(f.rel) is not None]
-        reference = raw_parse_seconds(files)
+        reference = raw_parse_times(files)
         url = f"sqlite:///{work / 'state.db'}"
         index = Index(open_store(url))
         index.counter.count("warm up")  # the tokenizer loaded, as in a long-lived process
 
         parts = CollectedParts()
-        started = time.perf_counter()
+        watch = Stopwatch()
         report = index.update([tree], hook=parts.hook())
-        index_only = time.perf_counter() - started
+        index_only = watch.lap()
         load_catalog(index, parts=parts.parts)
-        full = time.perf_counter() - started
+        full = watch.lap()
 
         target = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]
         target.write_text(target.read_text() + "\n\ndef bench_edit_one():\n    return 1\n")
         parts = CollectedParts()
-        started = time.perf_counter()
+        watch.start()
         index.update([tree], hook=parts.hook())
-        one_index = time.perf_counter() - started
+        one_index = watch.lap()
         _, followed = load_catalog(index, parts=parts.parts)
-        one_file = time.perf_counter() - started
+        one_file = watch.lap()
         assert followed.source == "followed" and followed.files == 1, followed
 
-        started = time.perf_counter()
+        watch.start()
         build_catalog(index)
-        scratch = time.perf_counter() - started
+        scratch = watch.lap()
 
         # compile the command's modules once, untimed (an installed package ships them compiled)
         timed([sys.executable, "-m", "pagedctx", "index", "--status", "--store", url], env)
@@ -169,7 +194,7 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         )
 
         asked = intents(index, args.intents, rng)
-        cold: list[float] = []
+        cold: list[tuple[float, float]] = []
         for intent in asked[:5]:
             seconds, out = timed(
                 [sys.executable, "-m", "pagedctx", "select", "--store", url, "--intent", intent,
@@ -179,11 +204,11 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
             json.loads(out)
             cold.append(seconds)
         load_catalog(index)
-        warm: list[float] = []
+        warm: list[tuple[float, float]] = []
         for intent in asked:
-            started = time.perf_counter()
+            watch.start()
             selection = select_context(index, intent, Budget(total=args.budget))
-            warm.append(time.perf_counter() - started)
+            warm.append(watch.lap())
             assert selection.tokens <= args.budget
         third = asked[0].split()[:6]
         aider = aider_rows(args.aider, tree, " ".join(third)) if args.aider else []
@@ -198,16 +223,17 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         ("one file changed: index + catalog followed in memory", one_file),
         ("one file changed: `pagedctx index ROOT`, fresh process (snapshot followed)", cli_index),
         ("for comparison: the catalog rebuilt from scratch (before issue 20, every change)", scratch),
-        ("`pagedctx select`, fresh process, catalog on disk (median of 5)", statistics.median(cold)),
-        (f"select_context, catalog in memory (median of {len(warm)})", statistics.median(warm)),
+        ("`pagedctx select`, fresh process, catalog on disk (median of 5)", median(cold)),
+        (f"select_context, catalog in memory (median of {len(warm)})", median(warm)),
         *aider,
     ]
     print(
         f"\n{len(files):,} files, {report.chunks:,} chunks, budget {args.budget}\n\n"
-        "| step | s | x raw parse + tags |\n|---|---|---|"
+        "| step | s | x raw parse + tags | CPU s | CPU x raw parse + tags |\n|---|---|---|---|---|"
     )
-    for label, seconds in rows:
-        print(f"| {label} | {seconds:.3f} | {seconds / reference:.2f} |")
+    for label, (seconds, cpu) in rows:
+        ratio, cpu_ratio = seconds / reference[0], cpu / reference[1]
+        print(f"| {label} | {seconds:.3f} | {ratio:.2f} | {cpu:.3f} | {cpu_ratio:.2f} |")
 
 
 if __name__ == "__main__":
