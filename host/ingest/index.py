@@ -45,12 +45,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.code.chunk import Chunk
-from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.analyse import Analysis, Derive, Task, analyse_all
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.meta import (
     FastMeta,
@@ -68,6 +66,9 @@ from pagedctx.host.store.base import Batch, Store
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import PBlock
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, token_counter
+
+if TYPE_CHECKING:  # parsing (tree-sitter, the chunker) is imported by an update, not by look-ups
+    from pagedctx.host.ingest.analyse import Analysis, Derive
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -438,7 +439,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         if plan.moves_base:
             return plan
         plan.stored = stored = self.store.hgetall(keys.FILES_META)
-        plan.code = [f for f in walk.files if language_for_path(f.rel) is not None]
+        plan.code = [f for f in walk.files if _language_of(f.rel) is not None]
         records = {rel: json.loads(raw) for rel, raw in self.store.hgetall(SKIPPED).items()}
         for found in plan.code:  # unchanged files are recognised by the "mtime:size:" prefix, undecoded
             if stored.get(found.rel, "").startswith(f"{found.mtime_ns}:{found.size}:"):
@@ -513,6 +514,8 @@ class _Updater:  # one update; split from Index so the look-up API stays small
     # --- the update, under the lock ------------------------------------------------------------
 
     def run(self, started: float) -> UpdateReport:
+        from pagedctx.host.ingest import analyse  # the chunker and its grammars: only to write
+
         # Under the lock, marks left in the store are those of writers that died midway.
         stale = self.store.hkeys(keys.INDEX_PENDING)
         mark = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()})
@@ -531,7 +534,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
         derive = self.hook.derive if self.hook is not None else None
         tasks = [
-            Task(
+            analyse.Task(
                 f.rel,
                 f.path,
                 old.sha256 if (old := old_metas.get(f.rel)) else None,
@@ -542,7 +545,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         ]
         found_by_rel = {f.rel: f for f in changed}
         pending = _Pending()
-        for done, result in enumerate(analyse_all(tasks, workers=self.index.workers), 1):
+        for done, result in enumerate(analyse.analyse_all(tasks, workers=self.index.workers), 1):
             self._one_file(found_by_rel[result.rel], result, old_metas.get(result.rel), pending, tally)
             if pending.files >= BATCH_FILES:
                 self._flush(pending)
@@ -827,7 +830,7 @@ def _walk_skips(skipped: Sequence[Skipped]) -> dict[str, SkipRecord]:
     return {
         s.rel: {"reason": str(s.reason), "detail": s.detail}
         for s in skipped
-        if s.reason not in _CODE_ONLY or language_for_path(s.rel) is not None
+        if s.reason not in _CODE_ONLY or _language_of(s.rel) is not None
     }
 
 
@@ -848,7 +851,7 @@ def _skipped_files(records: Mapping[str, SkipRecord]) -> list[SkippedFile]:
 def _totals(files: dict[str, FastMeta]) -> dict[str, LanguageStats]:
     totals: dict[str, LanguageStats] = {}
     for rel, fast in files.items():
-        stats = totals.setdefault(language_for_path(rel) or "unknown", LanguageStats())
+        stats = totals.setdefault(_language_of(rel) or "unknown", LanguageStats())
         stats.files += 1
         stats.chunks += fast.chunks
         stats.lines += fast.lines
@@ -860,14 +863,22 @@ def _apply_deltas(
 ) -> dict[str, LanguageStats]:
     result = {name: stats.model_copy() for name, stats in totals.items()}
     for rel, fast in new.items():
-        stats = result.setdefault(language_for_path(rel) or "unknown", LanguageStats())
+        stats = result.setdefault(_language_of(rel) or "unknown", LanguageStats())
         stats.chunks += fast.chunks - old[rel].chunks
         stats.lines += fast.lines - old[rel].lines
     return result
 
 
+def _language_of(rel: str) -> str | None:
+    """The language of a path (the grammars are imported by the first update that needs them: a
+    `select` on an indexed store never loads tree-sitter)."""
+    from pagedctx.host.code.languages import language_for_path
+
+    return language_for_path(rel)
+
+
 def _is_source(name: str) -> bool:
-    return language_for_path(name) is not None
+    return _language_of(name) is not None
 
 
 def _index(store: Store, tokenizer: str, workers: int | None, scope: tuple[str, ...] = ()) -> Index:
