@@ -38,6 +38,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -126,8 +127,8 @@ class FilePart:
     start: list[int]
     end: list[int]
     parent: list[int]  # index of the enclosing chunk within the file, -1 for none
-    head: list[list[str]]
-    body: list[list[str]]
+    head: list[dict[str, int]]  # per chunk: its head terms -> frequency, in order of first appearance
+    body: list[dict[str, int]]  # the same for the identifiers its body mentions
     refs: list[list[str]]  # symbols referenced, sorted, unique
     defined: list[list[str]]  # symbols defined, sorted, unique
 
@@ -152,8 +153,8 @@ def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> Fil
         start=[int(c["start_line"]) for c in records],
         end=[int(c["end_line"]) for c in records],
         parent=[local.get(c["parent"], -1) if c.get("parent") else -1 for c in records],
-        head=[head_terms(c["name"], c["qualname"], path, c["skeleton"]) for c in records],
-        body=[identifier_terms(c.get("symbols_referenced", ())) for c in records],
+        head=[dict(Counter(head_terms(c["name"], c["qualname"], path, c["skeleton"]))) for c in records],
+        body=[dict(Counter(identifier_terms(c.get("symbols_referenced", ())))) for c in records],
         refs=[sorted(set(c.get("symbols_referenced", ()))) for c in records],
         defined=[sorted(set(c.get("symbols_defined", ()))) for c in records],
     )
@@ -472,27 +473,17 @@ def _empty(instance: str = "", generation: int = 0, base: str = "") -> Catalog:
 
 
 def _forward_terms(
-    ids: Mapping[str, int], documents: list[list[str]]
+    ids: Mapping[str, int], documents: list[dict[str, int]]
 ) -> tuple[PtrArray, IntArray, IntArray, IntArray]:
-    """(ptr, term ids, frequencies, lengths) of some rows' term lists: each row's distinct terms in
-    order of first appearance."""
-    lengths: list[int] = []
-    counts: list[int] = []
-    flat: list[int] = []
-    freqs: list[int] = []
-    for document in documents:
-        seen: dict[str, int] = {}
-        for term in document:
-            seen[term] = seen.get(term, 0) + 1
-        lengths.append(len(document))
-        counts.append(len(seen))
-        flat.extend(ids[t] for t in seen)
-        freqs.extend(seen.values())
+    """(ptr, term ids, frequencies, lengths) of some rows' counted terms (each row's distinct terms
+    in order of first appearance)."""
+    flat = [ids[t] for document in documents for t in document]
+    freqs = [f for document in documents for f in document.values()]
     return (
-        ptr_of(counts),
+        ptr_of([len(document) for document in documents]),
         np.array(flat, dtype=np.int32),
         np.array(freqs, dtype=np.int32),
-        np.array(lengths, dtype=np.int32),
+        np.array([sum(document.values()) for document in documents], dtype=np.int32),
     )
 
 
