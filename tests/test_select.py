@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -424,3 +425,15 @@ def test_a_model_policy_selects_through_the_module_runner(index: Index) -> None:
     assert backend.requests[0].module == "router_select"
     chosen = json.loads(backend.requests[0].user)["candidates"][0]["id"]
     assert chosen in {c.id for c in selection.chunks}
+
+
+def test_a_snapshot_with_arrays_of_another_length_is_rebuilt(index: Index) -> None:
+    """Bad input never corrupts state (issue 20): a snapshot whose arrays were swapped or cut, but
+    are still valid files, fails its consistency check and is rebuilt."""
+    _MEMO.clear()
+    built, _ = load_catalog(index)
+    _MEMO.clear()
+    folder = next(catalog_dir(index.store.url).iterdir())
+    np.save(folder / "refs.npy", np.zeros(3, dtype=np.int32))
+    catalog, load = load_catalog(index)
+    assert load.source == "built" and catalog.ids == built.ids

@@ -425,11 +425,33 @@ class Catalog:
             body=bm25("body"),
             **{name: arrays[name] for name in cls._ARRAYS},
         )
-        if not len(catalog.paths) == len(catalog.stamps) == len(catalog.file_start):
-            raise ValueError("catalog snapshot is inconsistent: paths, stamps and file rows differ")
-        if not len(catalog.ids) == len(catalog.path_of) == len(catalog.head.lengths):
-            raise ValueError("catalog snapshot is inconsistent: ids and row arrays differ")
+        catalog.check()
         return catalog
+
+    def check(self) -> None:
+        """Raise ValueError unless every array has the length the others imply (a snapshot whose
+        files were damaged or mixed is rebuilt, never half-used)."""
+        n, files = len(self.ids), len(self.paths)
+        rows = (self.qualnames, self.kinds, self.path_of, self.start_line, self.end_line, self.parent_of)
+        per_file = (self.stamps, self.file_tokens, self.file_start, self.file_count)
+        lists = [
+            (self.refs_ptr, self.refs, n),
+            (self.defined_ptr, self.defined, n),
+            (self.defs.ptr, self.defs.rows, len(self.symbols)),
+            (self.users.ptr, self.users.rows, len(self.symbols)),
+        ]
+        for bm25, names in ((self.head, self.head_terms.names), (self.body, self.body_terms.names)):
+            if len(bm25.lengths) != n or len(bm25.forward_tf) != len(bm25.forward_terms):
+                raise ValueError("catalog snapshot is inconsistent: a BM25 field does not match its rows")
+            lists += [
+                (bm25.forward_ptr, bm25.forward_terms, n),
+                (bm25.postings.ptr, bm25.postings.rows, len(names)),
+            ]
+        if any(len(r) != n for r in rows) or any(len(f) != files for f in per_file):
+            raise ValueError("catalog snapshot is inconsistent: row or file arrays differ in length")
+        for ptr, flat, size in lists:
+            if len(ptr) != size + 1 or int(ptr[-1]) != len(flat):
+                raise ValueError("catalog snapshot is inconsistent: a list does not match its offsets")
 
 
 def _empty(instance: str = "", generation: int = 0, base: str = "") -> Catalog:
