@@ -94,6 +94,7 @@ def select(
     from pagedctx.errors import UsageError
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.select import select_context
+    from pagedctx.host.select.catalog import CollectedParts, load_catalog
     from pagedctx.protocol.text import clean_text
 
     config = load_config(profile=profile, overrides={"store": store, "budget": budget, "policy": policy})
@@ -103,7 +104,9 @@ def select(
     if root is not None:
         if not root.is_dir():
             raise UsageError(f"--repo {root} is not a directory")
-        index.update([str(root)])  # with the settings the index keeps for ROOT
+        parts = CollectedParts()  # the parsing workers make the changed files' catalog parts
+        index.update([str(root)], hook=parts.hook())  # with the settings the index keeps for ROOT
+        load_catalog(index, parts=parts.parts)
     index.require()
     scope = index.scope_of([root]) if root is not None else ()
     text = clean_text(intent)
