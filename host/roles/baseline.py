@@ -4,12 +4,13 @@ They are real algorithms, not models, and say so: the worker's envelope carries
 `meta.model = "baseline"`, the consolidator's summaries are extractive.
 
 Worker (reads the `<PagedContext>` it is given, nothing else): every node is scored by how much
-of the intent focus its text covers. It consults the best Summary nodes that bear on the intent
-and unpacks relevant Consolidated nodes; it explores relevant blocks it has not explored yet (P16);
-it shelves shown Originals that share nothing with the intent; when nothing relevant is left to
-zoom into (or on the last round) it answers with the sentences of the shown evidence that cover the
-intent best, citing page ids. Its output is a v2.2 envelope that the host parses with the protocol
-grammar like any model's.
+of the intent focus its text covers, each focus term weighted by how rare it is among the nodes
+shown (a speaker's name on half the turns counts little). It consults the best Summary nodes that
+bear on the intent and unpacks relevant Consolidated nodes; it explores relevant blocks it has not
+explored yet (P16); it shelves shown Originals that share nothing with the intent; when nothing
+relevant is left to zoom into (or on the last round) it answers with the sentences of the shown
+evidence that cover the intent best, citing page ids. Its output is a v2.2 envelope that the host
+parses with the protocol grammar like any model's.
 
 Consolidator: a summary of pages made of each source's lead sentence plus every identifier the
 sources name (a summary that drops identifiers is a Payload Error, P10), keywords by consensus.
@@ -18,8 +19,9 @@ sources name (a summary that drops identifiers is a Payload Error, P10), keyword
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pagedctx.host.select.policy import BASELINE_POLICY
@@ -48,6 +50,23 @@ def _flatten(nodes: Sequence[ContextNode], out: list[ContextNode]) -> list[Conte
 
 def _text(node: ContextNode) -> str:
     return " ".join(filter(None, [node.summary, node.content, " ".join(node.keywords)]))
+
+
+def _covered(text: str, focus: set[str]) -> set[str]:
+    """The focus terms a text covers, in its own words or what they are (WordNet)."""
+    if not focus:
+        return set()
+    lexicon = Lexicon.default()
+    words = set(widen_text(lexicon, text)) if lexicon.available else set(terms(text))
+    return words & focus
+
+
+def _rarity(covered: Iterable[set[str]], focus: set[str]) -> dict[str, float]:
+    """Each focus term's weight in this view: rarer among the nodes shown, worth more (a name half
+    the turns carry, their speaker's, says little about which turn answers)."""
+    held = list(covered)
+    total = len(held)
+    return {t: math.log(1 + (total + 1) / (1 + sum(t in h for h in held))) for t in focus}
 
 
 def _coverage(text: str, focus: set[str]) -> float:
@@ -112,7 +131,10 @@ def baseline_worker(
     focus = set(terms(query_words(intent)))
     tried = {(step.action, step.target) for step in document.trace if step.status != "fault"}
     nodes = _flatten([*document.flow, *(document.background or ())], [])
-    score = {node.id: _coverage(_text(node), focus) for node in nodes}
+    covered = {node.id: _covered(_text(node), focus) for node in nodes}
+    weights = _rarity(covered.values(), focus)
+    whole = sum(weights.values())
+    score = {pid: sum(weights[t] for t in held) / whole if whole else 0.0 for pid, held in covered.items()}
     actions: list[dict[str, Any]] = []
     if not final:
         summaries = [

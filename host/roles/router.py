@@ -18,7 +18,7 @@ revealed in Summary. A plan is advice: a page a move cannot reach is skipped, ne
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -37,12 +37,14 @@ from pagedctx.pages.exchange import inject, is_shelved_root
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
+from pagedctx.protocol.render import timeline_key
 
 __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms", "focus_words"]
 
 RECENCY = 0.15
 DIGEST = 0.5
 HOT_NODE_TOKENS = 22  # a dense <Node> around a page's text, about
+NEIGHBOUR = 0.25  # of a turn's relevance its neighbours get
 INFORMATIVE_TERMS = 12  # distinct terms from which a page counts as saying something in full
 DEFAULT_MAX_HOT = 6
 
@@ -133,6 +135,34 @@ def _detail_tokens(page: OriginalPage | ConsolidatedPage) -> int:
     return len(text) // 4 + HOT_NODE_TOKENS
 
 
+def _with_neighbours(
+    state: SessionState, combined: dict[str, float], informative: Callable[[str], float]
+) -> dict[str, float]:
+    """Each recalled turn of the history gets `NEIGHBOUR` of the relevance of the recalled turns next
+    to it: an answer repeats little of the question it answers ("Yup, we did it yesterday! ... after
+    the road trip"), and a reaction that repeats the words ("so much fun at the park!") points at
+    the turn before it. A neighbour that says little (`informative`) gets little."""
+    turns = [
+        pid for pid, page in state.pages.items()
+        if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
+    ]  # fmt: skip
+    if len(turns) < 2 or not combined:
+        return combined
+    pages = state.pages
+    turns.sort(key=lambda pid: timeline_key(pages[pid].timestamp, pid))
+    position = {pid: n for n, pid in enumerate(turns)}
+    out = dict(combined)
+    for pid, value in combined.items():
+        at = position.get(pid)
+        if at is None:
+            continue
+        for near in (at - 1, at + 1):
+            other = turns[near] if 0 <= near < len(turns) else ""
+            if other in combined:  # reorders what addressing found; brings in nothing of its own
+                out[other] = round(out[other] + NEIGHBOUR * value * informative(other), 6)
+    return out
+
+
 def _term_weights(search: PageSearch, keywords: Sequence[str]) -> dict[str, float]:
     """Each focus term's weight: how rare it is among the pages (inverse document frequency)."""
     total = len(search)
@@ -164,18 +194,22 @@ def _signature(state: SessionState, page_id: str) -> tuple[str, str]:
 def _distinct(state: SessionState, ranked: Sequence[str]) -> list[str]:
     """`ranked` without the pages that say word for word what a better-ranked page says.
 
-    A repeated remark ("the car needs new tyres", said five times over a month) is shown once, as
-    its best-ranked (with recency: latest) instance; the copies add tokens and no evidence.
+    A repeated remark ("the car needs new tyres", said five times over a month) is shown once, at
+    the rank of its best-ranked copy, as its latest instance (P7); the copies add tokens and no
+    evidence.
     """
-    seen: set[tuple[str, str]] = set()
-    out: list[str] = []
+    pages = state.pages
+    latest: dict[tuple[str, str], str] = {}
+    order: list[tuple[str, str]] = []
     for page_id in ranked:
         signature = _signature(state, page_id)
-        if signature in seen:
-            continue
-        seen.add(signature)
-        out.append(page_id)
-    return out
+        kept = latest.get(signature)
+        if kept is None:
+            order.append(signature)
+            latest[signature] = page_id
+        elif timeline_key(pages[page_id].timestamp, page_id) > timeline_key(pages[kept].timestamp, kept):
+            latest[signature] = page_id
+    return [latest[signature] for signature in order]
 
 
 def address(
@@ -219,6 +253,7 @@ def address(
         )
         for pid, s in recalled
     }
+    combined = _with_neighbours(state, combined, lambda pid: _informativeness(search, pid))
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
