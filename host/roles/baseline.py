@@ -143,9 +143,7 @@ def baseline_worker(
             if n.view is View.SUMMARY and score[n.id] >= CONSULT_AT and ("Consult", n.id) not in tried
         ]
         for node in sorted(summaries, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
-            actions.append(
-                {"action": "Consult", "reason": f"covers {score[node.id]:.0%} of the intent", "id": node.id}
-            )
+            actions.append({"action": "Consult", "reason": f"covers {score[node.id]:.0%}", "id": node.id})
         unpack = [
             n
             for n in nodes
@@ -155,9 +153,7 @@ def baseline_worker(
             and ("Consult", n.id) not in tried
         ]
         for node in sorted(unpack, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
-            actions.append(
-                {"action": "Consult", "reason": "unpack: its parts bear on the intent", "id": node.id}
-            )
+            actions.append({"action": "Consult", "reason": "its parts bear on it", "id": node.id})
         words = [w for w in dict.fromkeys(terms(intent))][:4]
         blocks = [
             n
@@ -182,9 +178,7 @@ def baseline_worker(
                 n for n in nodes if n.view is View.DETAIL and n.type is PageType.ORIGINAL and score[n.id] == 0
             ]
             for node in sorted(stale, key=lambda n: n.id)[:MAX_SHELVES]:
-                actions.append(
-                    {"action": "Shelve", "reason": "shares nothing with the intent", "id": node.id}
-                )
+                actions.append({"action": "Shelve", "reason": "off the intent", "id": node.id})
     actions = actions[:max_actions]
     answer: str | None = None
     rationale = "zooming: " + ", ".join(f"{a['action']} {a.get('id') or a.get('handle')}" for a in actions)

@@ -129,6 +129,13 @@ def _hot(
     return tuple(hot)
 
 
+def _spare_turn(state: SessionState, page_id: str, cfg: RouterConfig) -> bool:
+    """A turn of the history left out of Hot while turns fill `hot_tokens`: not worth its summary
+    (about as long as the turn) when the budget already goes to the turns that ranked better."""
+    page = state.pages[page_id]
+    return cfg.hot_tokens is not None and isinstance(page, OriginalPage) and page.origin is Origin.HISTORY
+
+
 def _detail_tokens(page: OriginalPage | ConsolidatedPage) -> int:
     """About what a page costs shown in Detail (a character is about a quarter of a token)."""
     text = page.content if isinstance(page, OriginalPage) else page.summary
@@ -259,7 +266,9 @@ def address(
             combined[pid] = round(value * DIGEST, 6)
     ranked = _distinct(state, sorted(combined, key=lambda pid: (-combined[pid], pid)))
     hot = _hot(state, ranked, combined, max_hot, cfg)
-    indexed = tuple(pid for pid in ranked if pid not in hot)[: cfg.max_indexed]
+    indexed = tuple(pid for pid in ranked if pid not in hot and not _spare_turn(state, pid, cfg))[
+        : cfg.max_indexed
+    ]
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks and block_roots:
         words = focus_words(intent, head, cfg.head_terms)

@@ -53,7 +53,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-HOT_SHARE = 0.7  # of the budget, at most, for history turns the router shows in Detail
+HOT_SHARE = 0.8  # of the budget, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
