@@ -381,6 +381,9 @@ def test_the_last_matching_line_wins(lines: list[str]) -> None:
         ("NEWS", D),
         ("LICENSE.txt", D),
         ("requirements.txt", S),
+        ("test-shrinker/src/main/java/com/example/Main.java", T),
+        ("integration_tests/run.py", T),
+        ("src/testing/helpers.py", S),
     ],
 )
 def test_markers(path: str, role: FileRole) -> None:

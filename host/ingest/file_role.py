@@ -21,8 +21,9 @@ The decision, first rule that applies wins:
    `tests.py`; Go `*_test.go` and `testdata/`; JS/TS `*.test.*`, `*.spec.*`, `__tests__/`,
    `__mocks__/`; Java/Kotlin/Scala `src/test/` and `*Test.java` / `*Tests.java` / `*IT.java`;
    Rust `tests/` and a file whose head holds the inner attribute `#![cfg(test)]`; folders `tests`,
-   `test_data`; a folder `test` or `spec` at the top of the tree, under `src/`, or holding a
-   non-Python file (a Python package `django/test/` is the library's own test client: source);
+   `test_data`, `test-*`, `test_*`, `*-tests`, `*_test`; a folder `test` or `spec` at the top of
+   the tree, under `src/`, or holding a non-Python file (a Python package `django/test/` is the
+   library's own test client: source);
 5. example: a folder `example`, `examples`, `_examples`, `sample`, `samples`, `demo`, `demos`;
 6. docs: a folder `doc`, `docs`, `_docs`, `documentation`, `man`; a prose file (`.md`, `.mdx`,
    `.rst`, `.adoc`, `.markdown`) or a README, CHANGELOG, CHANGES, HISTORY, LICENSE, CONTRIBUTING,
@@ -214,6 +215,7 @@ _VENDOR_DIRS = frozenset(
     | {"bower_components"}
 )
 _TEST_DIRS = frozenset({"tests", "__tests__", "__mocks__", "testdata", "test_data"})
+_TEST_DIR_AFFIX = re.compile(r"^tests?[-_]|[-_]tests?$")  # test-shrinker/, integration_tests/
 _TOP_TEST_DIRS = frozenset({"test", "spec", "specs"})  # tests when at the top, under src/, or not Python
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_examples", "sample", "samples", "demo", "demos"})
 _DOC_DIRS = frozenset({"doc", "docs", "_docs", "documentation", "man"})
@@ -292,7 +294,7 @@ def _test(folders: list[str], name: str, head: str) -> str | None:
     if name.endswith(".rs") and _RUST_TEST_ATTR.search(head):
         return "Rust `#![cfg(test)]`"
     for i, folder in enumerate(lowered):
-        if folder in _TEST_DIRS:
+        if folder in _TEST_DIRS or _TEST_DIR_AFFIX.search(folder):
             return f"test folder {folders[i]}/"
         if folder == "test" and i > 0 and lowered[i - 1] == "src":
             return "Maven/Gradle `src/test/`"
