@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -49,24 +50,37 @@ from typing import TypedDict
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.chunker import chunk_file
+from pagedctx.host.ingest.file_role import FileRole, file_role
 from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES
 from pagedctx.host.ingest.walk import walk_roots
 
 HERE = Path(__file__).resolve().parent
+#: Cases live outside any git checkout: the index applies the .gitignore files of the repository a
+#: tree sits in, and this repository's ignores generated cases.
+DEFAULT_CASES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pagedctx-bench" / "loc"
 REPOS: dict[str, tuple[str, ...]] = {  # repository -> suffixes of its source files
     "pallets/werkzeug": (".py",),
     "encode/starlette": (".py",),
     "urfave/cli": (".go",),
     "go-chi/chi": (".go",),
     "colinhacks/zod": (".ts", ".tsx"),
+    "gin-gonic/gin": (".go",),
+    "pallets/flask": (".py",),
+    "psf/requests": (".py",),
+    "encode/httpx": (".py",),
+    "google/gson": (".java",),
 }
 NOT_SOURCE: dict[str, tuple[str, ...]] = {  # path prefixes that are generated copies or scratch files
     "colinhacks/zod": ("deno/", "play.ts"),
 }
+#: Repositories chosen before names were measured: --choose keeps the newest good commit of each
+#: stratum for them; the others prefer, in every other stratum, the newest one whose message names
+#: no symbol (so that at least half of the whole set names none).
+CHOSEN_WITHOUT_PREFERENCE = frozenset(
+    {"pallets/werkzeug", "encode/starlette", "urfave/cli", "go-chi/chi", "colinhacks/zod"}
+)
 MAX_SOURCE_FILES = 4
 MIN_WORDS = 4
-TEST_MARKS = ("test", "__tests__", "spec")  # `test` covers tests/, _test.go, .test.ts
-DOC_DIRS = frozenset({"doc", "docs"})
 
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:-by|-By|-Id)\s*:|^(?:Change-Id|Cc|Ref|Refs|See-also):", re.I)
 _CONVENTIONAL = re.compile(r"^[a-z]+(?:\([^)]*\))?!?:\s*", re.I)  # `chore(deps): `, `fix!: `
@@ -77,11 +91,12 @@ _NOT_A_CHANGE = re.compile(
     r"|(?:apply |run |re)?(?:format(?:ting)?|formatted|black|gofmt|go fmt|prettier|isort|ruff|lint(?:ing)?"
     r"|pre-commit|whitespace|style)\b|(?:fix(?:ed|es)?\s+)?(?:typos?|spelling)\b)"
     r"|\bbump(?:ed|s)? (?:the )?version|\brelease (?:v?\d|version)|\bversion \d+\.\d|\[pre-commit\.ci\]"
-    r"|pre-commit autoupdate",
+    r"|pre-commit autoupdate|\[maven-release-plugin\]|\blint(?:ers?|ing)?\b|\bwarnings\b",
     re.I,
 )
 _NOT_CODE_TYPE = re.compile(r"^(?:docs?|style|ci|build|release)(?:\([^)]*\))?!?:", re.I)  # conventional types
 _WORD = re.compile(r"[A-Za-z][A-Za-z'_-]+")
+_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,8 @@ class CaseData(TypedDict):
     intent: str
     gold_files: list[str]
     gold_definitions: list[GoldDefinition]
+    names_symbol: bool
+    named_words: list[str]
 
 
 class Repo:
@@ -129,6 +146,7 @@ class Repo:
         self.git_dir = git_dir
         self.suffixes = REPOS[name]
         self.not_source = NOT_SOURCE.get(name, ())
+        self._names: dict[str, frozenset[str]] = {}  # blob sha -> definition names in it
 
     def git(self, *args: str) -> bytes:
         return subprocess.run(
@@ -142,12 +160,27 @@ class Repo:
         return self.git("rev-parse", f"{sha}^").decode().strip()
 
     def is_source(self, path: str) -> bool:
-        lower = path.lower()
-        if not lower.endswith(self.suffixes) or any(mark in lower for mark in TEST_MARKS):
+        """A file in the repository's language whose role (`file_role`, by its path) is source."""
+        if not path.lower().endswith(self.suffixes) or path.startswith(self.not_source):
             return False
-        if path.startswith(self.not_source):
-            return False
-        return not DOC_DIRS.intersection(lower.split("/")[:-1])
+        return file_role(path) is FileRole.SOURCE
+
+    def definition_names(self, sha: str) -> frozenset[str]:
+        """The names of every definition (chunk) of the source files of the tree of `sha`."""
+        listing = self.git("ls-tree", "-r", "-z", sha).decode("utf-8", "surrogateescape")
+        names: set[str] = set()
+        for entry in listing.split("\0"):
+            if not entry:
+                continue
+            meta, path = entry.split("\t", 1)
+            _, kind, blob = meta.split()
+            if kind != "blob" or not self.is_source(path):
+                continue
+            if blob not in self._names:
+                content = self.git("cat-file", "blob", blob)
+                self._names[blob] = frozenset(c.name for c in chunk_file(path, content).chunks)
+            names |= self._names[blob]
+        return frozenset(names)
 
     def changes(self, sha: str) -> list[Change]:
         out = self.git("diff-tree", "-r", "-M", "--no-commit-id", "--name-status", "-z", f"{sha}^", sha)
@@ -186,6 +219,13 @@ def _parse_name_status(out: str) -> list[Change]:
             changes.append(Change(status, fields[i + 1], fields[i + 1]))
             i += 2
     return changes
+
+
+def named_words(intent: str, names: frozenset[str]) -> list[str]:
+    """The words of the message (maximal runs of `[A-Za-z0-9_]` starting with a letter or `_`) that
+    are, case-sensitively, the name of a definition of the parent tree: the message names a symbol
+    when there is one."""
+    return sorted({word for word in _IDENTIFIER.findall(intent) if word in names})
 
 
 def clean_message(message: str) -> str:
@@ -255,6 +295,7 @@ def build_case(repo: Repo, sha: str, intent: str | None = None) -> CaseData | No
         ]
     if not definitions or not substantive:
         return None
+    named = named_words(intent, repo.definition_names(parent))
     return CaseData(
         repo=repo.name,
         commit=sha,
@@ -262,20 +303,36 @@ def build_case(repo: Repo, sha: str, intent: str | None = None) -> CaseData | No
         intent=intent,
         gold_files=files,
         gold_definitions=definitions,
+        names_symbol=bool(named),
+        named_words=named,
     )
 
 
 def choose(repo: Repo, out: Path, per_repo: int) -> list[CaseData]:
-    """Up to `per_repo` cases spread over history: the newest good commit of each stratum."""
+    """Up to `per_repo` cases spread over history: the newest good commit of each stratum; in the
+    even strata (0, 2, ...) the newest good one whose message names no symbol, if there is one
+    (not for the repositories of CHOSEN_WITHOUT_PREFERENCE)."""
     candidates = repo.candidates()
     chosen: list[CaseData] = []
     for i in range(per_repo):
+        prefer_unnamed = repo.name not in CHOSEN_WITHOUT_PREFERENCE and i % 2 == 0
         stratum = candidates[i * len(candidates) // per_repo : (i + 1) * len(candidates) // per_repo]
+        named: list[CaseData] = []  # good commits whose message names a symbol, newest first
+        taken: CaseData | None = None
         for candidate in stratum:
             case = build_case(repo, candidate.sha, candidate.intent)
-            if case is not None and (case := write_case(repo, out, case)) is not None:
-                chosen.append(case)
+            if case is None:
+                continue
+            if prefer_unnamed and case["names_symbol"]:
+                named.append(case)
+                continue
+            if (taken := write_case(repo, out, case)) is not None:
                 break
+        for case in named if taken is None else []:
+            if (taken := write_case(repo, out, case)) is not None:
+                break
+        if taken is not None:
+            chosen.append(taken)
     print(f"{repo.name}: {len(candidates)} eligible commits, {len(chosen)} chosen", file=sys.stderr)
     return chosen
 
@@ -312,7 +369,7 @@ def write_case(repo: Repo, out: Path, case: CaseData) -> CaseData | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    parser.add_argument("--out", type=Path, default=HERE / "cases")
+    parser.add_argument("--out", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--commits", type=Path, default=HERE / "commits.json")
     parser.add_argument("--choose", action="store_true", help="(re)choose the commits and write --commits")
     parser.add_argument("--repos", default=",".join(REPOS), help="comma-separated owner/name filter")

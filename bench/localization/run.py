@@ -1,7 +1,8 @@
 """Run the localization benchmark: how much of a real commit's gold does a context selection hold?
 
     python bench/localization/run.py [--cases DIR] [--repos owner/name,...] [--limit N]
-                                     [--selectors file-bm25,chunk-bm25,chunk-bm25-code,ours] [--out FILE]
+                                     [--selectors file-bm25,chunk-bm25,chunk-bm25-code,def-bm25,ours]
+                                     [--out FILE]
 
 Each case (made by `build_cases.py`) is a commit: its message is the intent, the parent's tree is
 indexed into a fresh temporary SQLite store with pagedctx's own index, and each selector picks
@@ -14,6 +15,13 @@ context for the intent under budgets of 1k, 2k, 4k, 8k and 32k cl100k tokens. Se
 - `chunk-bm25-code` (a stronger reference, not asked for): chunk-bm25 with pagedctx's code terms
   (identifiers split on camelCase/snake_case, light stemming) instead of bm25s's word tokenizer,
   to show how much of `ours` is tokenization alone.
+- `def-bm25` (the strong reference, issue 18): BM25 over every function, method and class (and
+  struct, interface, trait, impl, enum, type) of the source files: files whose role
+  (`pagedctx.host.ingest.file_role`, from the path, the head of the file and the tree's
+  .gitattributes, plus `EXTRA_ATTRIBUTES`) is source, so tests, examples, docs, vendored and
+  generated code are out. Each definition's text is split into identifier words (runs of letters
+  and digits split at `_` and camelCase humps, lowercased, English stopwords dropped), the query
+  too; bodies are added in rank order while they fit, as chunk-bm25 does.
 - `ours`: `pagedctx.host.select.select_context(index, intent, Budget(total=budget))`: whole files and chunks
   (bodies or skeletons; both count here, `def_recall_body` in results.json counts bodies only).
 Metrics, per case, then macro-averaged over cases (per repository and overall):
@@ -28,7 +36,12 @@ Every selection's total tokens must be <= its budget; a violation is reported lo
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import re
+import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -40,8 +53,17 @@ from typing import Any
 
 import bm25s  # type: ignore[import-untyped, unused-ignore]
 import numpy as np
+from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped, unused-ignore]
 
-from pagedctx.host.code.chunk import Chunk
+from pagedctx.host.code.chunk import Chunk, ChunkKind
+from pagedctx.host.ingest.file_role import (
+    HEAD_BYTES,
+    FileRole,
+    GitAttributes,
+    file_role,
+    parse_gitattributes,
+    read_gitattributes,
+)
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.store.url import open_store
 from pagedctx.host.text.terms import terms
@@ -49,8 +71,27 @@ from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
 HERE = Path(__file__).resolve().parent
+#: Cases live outside any git checkout: the index applies the .gitignore files of the repository a
+#: tree sits in, and this repository's ignores generated cases.
+DEFAULT_CASES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pagedctx-bench" / "loc"
+#: Indexed stores of case trees, one per case, in a folder named for the code that made them.
+INDEX_CACHE = DEFAULT_CASES.parent / "loc-index"
+#: The code an indexed store depends on (its fingerprint names the cache folder).
+INDEX_CODE = ("ingest", "code", "store", "text", "select/catalog.py")  # under pagedctx.host
 BUDGETS = (1000, 2000, 4000, 8000, 32000)
-SELECTORS = ("file-bm25", "chunk-bm25", "chunk-bm25-code", "ours")
+SELECTORS = ("file-bm25", "chunk-bm25", "chunk-bm25-code", "def-bm25", "ours")
+#: What `def-bm25` ranks: functions, methods and classes (and the class-like kinds of Go, Rust, TS
+#: and Java: structs, interfaces, traits, impls, enums, type declarations).
+DEFINITION_KINDS = frozenset(
+    {ChunkKind.FUNCTION, ChunkKind.METHOD, ChunkKind.CLASS, ChunkKind.STRUCT, ChunkKind.INTERFACE}
+    | {ChunkKind.TRAIT, ChunkKind.IMPL, ChunkKind.ENUM, ChunkKind.TYPE}
+)
+#: Attributes the benchmark adds to a case tree's own .gitattributes (as a user of the reference
+#: would): zod's `deno/` folder is a generated copy of its sources.
+EXTRA_ATTRIBUTES = {"colinhacks/zod": "deno/** linguist-generated\n"}
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_STOPWORDS = frozenset(STOPWORDS_EN)
 
 
 @dataclass(frozen=True)
@@ -69,6 +110,7 @@ class Case:
     gold_files: tuple[str, ...]
     gold: tuple[Gold, ...]
     tree: Path
+    names_symbol: bool | None  # None: a case built before names were measured (rebuild it)
 
     @classmethod
     def load(cls, folder: Path) -> Case:
@@ -77,7 +119,13 @@ class Case:
             Gold(d["path"], d["id"], d["start_line"], d["end_line"]) for d in data["gold_definitions"]
         )
         return cls(
-            data["repo"], data["commit"], data["intent"], tuple(data["gold_files"]), gold, folder / "tree"
+            data["repo"],
+            data["commit"],
+            data["intent"],
+            tuple(data["gold_files"]),
+            gold,
+            folder / "tree",
+            data.get("names_symbol"),
         )
 
 
@@ -127,13 +175,49 @@ class Picked:
 class Corpus:
     """The indexed tree of one case, as the references see it: file texts and chunk bodies."""
 
-    def __init__(self, index: Index, tree: Path, counter: CachedCounter) -> None:
+    def __init__(self, index: Index, tree: Path, counter: CachedCounter, extra_attributes: str = "") -> None:
         self.paths = index.paths()
         metas = [index.file(path) for path in self.paths]
         self.file_tokens = [meta.tokens if meta is not None else 0 for meta in metas]
         self.file_texts = [(tree / path).read_text("utf-8", "replace") for path in self.paths]
+        attributes = read_gitattributes(tree)
+        attributes = GitAttributes(rules=(*attributes.rules, *parse_gitattributes(extra_attributes)))
+        self.roles = {
+            path: file_role(path, text[:HEAD_BYTES], attributes)
+            for path, text in zip(self.paths, self.file_texts, strict=True)
+        }
         self.chunks: list[Chunk] = [chunk for path in self.paths for chunk in index.chunks_in_file(path)]
         self.chunk_tokens = [counter.count(chunk.body) for chunk in self.chunks]
+        #: The chunks `def-bm25` ranks: definitions of source files.
+        self.source_definitions = [
+            i
+            for i, chunk in enumerate(self.chunks)
+            if chunk.kind in DEFINITION_KINDS and self.roles[chunk.path] is FileRole.SOURCE
+        ]
+
+
+def identifier_words(text: str) -> list[str]:
+    """The words of a text as a code search splits identifiers: runs of letters and digits, split
+    at underscores and camelCase humps (`getHTTPResponse_code` -> get, http, response, code),
+    lowercased, English stopwords dropped."""
+    words = (part.lower() for token in _ALNUM.findall(text) for part in _CAMEL.findall(token))
+    return [word for word in words if word not in _STOPWORDS]
+
+
+def definition_ranking(corpus: Corpus, query: str) -> list[int]:
+    """`def-bm25`: BM25 (bm25s) over the identifier words of the source definitions' texts; the
+    corpus indexes of those with a positive score, best first (ties: corpus order)."""
+    chosen = corpus.source_definitions
+    words = identifier_words(query)
+    if not chosen or not words:
+        return []
+    retriever = bm25s.BM25()
+    retriever.index(
+        [identifier_words(corpus.chunks[i].body) or ["\x00"] for i in chosen], show_progress=False
+    )
+    scores = np.asarray(retriever.get_scores(words))
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    return [chosen[int(i)] for i in order if scores[i] > 0]
 
 
 def bm25_ranking(texts: Sequence[str], query: str, *, code_terms: bool = False) -> list[int]:
@@ -155,6 +239,17 @@ def bm25_ranking(texts: Sequence[str], query: str, *, code_terms: bool = False) 
     scores = np.asarray(retriever.get_scores(list(words)))
     order = np.lexsort((np.arange(len(scores)), -scores))
     return [int(i) for i in order if scores[i] > 0]
+
+
+#: The references: selector -> its ranking of the corpus (files for file-bm25, chunks otherwise).
+REFERENCES: dict[str, Callable[[Corpus, str], list[int]]] = {
+    "file-bm25": lambda corpus, intent: bm25_ranking(corpus.file_texts, intent),
+    "chunk-bm25": lambda corpus, intent: bm25_ranking([c.body for c in corpus.chunks], intent),
+    "chunk-bm25-code": lambda corpus, intent: bm25_ranking(
+        [c.body for c in corpus.chunks], intent, code_terms=True
+    ),
+    "def-bm25": definition_ranking,
+}
 
 
 def fill_files(corpus: Corpus, ranking: list[int], budget: int) -> Picked:
@@ -182,7 +277,7 @@ def fill_chunks(corpus: Corpus, ranking: list[int], budget: int) -> Picked:
     return picked
 
 
-def load_ours() -> Callable[[Index, str, int], Any] | None:
+def load_ours() -> Callable[[Index, str, Budget], Any] | None:
     try:
         from pagedctx.host.select import select_context
     except ImportError as error:
@@ -228,19 +323,56 @@ class Run:
         row["results"].setdefault(selector, {})[str(budget)] = picked.scores(case)
 
 
-def run_case(case: Case, run: Run, counter: CachedCounter, ours: Callable[..., Any] | None) -> None:
+def index_fingerprint() -> str:
+    """A digest of the sources of `INDEX_CODE` (pagedctx's index, chunker, store, terms, catalog)."""
+    import pagedctx.host
+
+    root = Path(pagedctx.host.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for part in INDEX_CODE:
+        base = root / part
+        for path in sorted([base] if base.is_file() else [p for p in base.rglob("*") if p.is_file()]):
+            if "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def open_index(case: Case, tmp: Path, cache: Path | None) -> Index:
+    """The case tree indexed into `tmp/s.db`, warm-started from the cache when it holds this case
+    (then `Index.update` brings it to the tree as it is, at one stat per unchanged file), and saved
+    there otherwise (SQLite's backup API: a consistent copy of a WAL database)."""
+    db = tmp / "s.db"
+    cached = cache / f"{case.repo.replace('/', '+')}+{case.commit[:12]}.db" if cache is not None else None
+    if cached is not None and cached.is_file():
+        shutil.copyfile(cached, db)
+    index = Index(open_store(f"sqlite:///{db}"))
+    index.update([case.tree])
+    if cached is not None and not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        part = cached.with_suffix(".part")
+        with sqlite3.connect(db) as source, sqlite3.connect(part) as target:
+            source.backup(target)
+        source.close()
+        target.close()
+        part.replace(cached)
+    return index
+
+
+def run_case(
+    case: Case, run: Run, counter: CachedCounter, ours: Callable[..., Any] | None, cache: Path | None
+) -> None:
     row: dict[str, Any] = {
         "repo": case.repo,
         "commit": case.commit,
         "gold_files": len(case.gold_files),
         "gold_definitions": len(case.gold),
+        "names_symbol": case.names_symbol,
         "results": {},
     }
     with tempfile.TemporaryDirectory(prefix="pagedctx-loc-") as tmp:
         started = time.perf_counter()
-        index = Index(open_store(f"sqlite:///{tmp}/s.db"))
-        index.update([case.tree])
-        corpus = Corpus(index, case.tree, counter)
+        index = open_index(case, Path(tmp), cache)
+        corpus = Corpus(index, case.tree, counter, EXTRA_ATTRIBUTES.get(case.repo, ""))
         run.timed("index", started)
         indexed = set(corpus.paths)
         ids = {chunk.id for chunk in corpus.chunks}
@@ -248,24 +380,14 @@ def run_case(case: Case, run: Run, counter: CachedCounter, ours: Callable[..., A
             f"gold id {g.id} not in the index" for g in case.gold if g.id not in ids
         ]:
             run.warnings.append(f"{case.repo} {case.commit[:12]}: {problem}")
-        if "file-bm25" in run.selectors:
-            started = time.perf_counter()
-            ranking = bm25_ranking(corpus.file_texts, case.intent)
-            for budget in BUDGETS:
-                run.record(case, "file-bm25", budget, fill_files(corpus, ranking, budget), row)
-            run.timed("file-bm25", started)
-        if "chunk-bm25" in run.selectors:
-            started = time.perf_counter()
-            ranking = bm25_ranking([chunk.body for chunk in corpus.chunks], case.intent)
-            for budget in BUDGETS:
-                run.record(case, "chunk-bm25", budget, fill_chunks(corpus, ranking, budget), row)
-            run.timed("chunk-bm25", started)
-        if "chunk-bm25-code" in run.selectors:
-            started = time.perf_counter()
-            ranking = bm25_ranking([chunk.body for chunk in corpus.chunks], case.intent, code_terms=True)
-            for budget in BUDGETS:
-                run.record(case, "chunk-bm25-code", budget, fill_chunks(corpus, ranking, budget), row)
-            run.timed("chunk-bm25-code", started)
+        for name, rank in REFERENCES.items():
+            if name in run.selectors:
+                started = time.perf_counter()
+                ranking = rank(corpus, case.intent)
+                fill = fill_files if name == "file-bm25" else fill_chunks
+                for budget in BUDGETS:
+                    run.record(case, name, budget, fill(corpus, ranking, budget), row)
+                run.timed(name, started)
         if ours is not None:
             for budget in BUDGETS:
                 started = time.perf_counter()
@@ -307,11 +429,18 @@ def markdown(title: str, summary: dict[str, dict[str, dict[str, float]]], count:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=Path, default=HERE / "cases")
+    parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--repos", default="", help="comma-separated owner/name filter (default: all)")
     parser.add_argument("--limit", type=int, default=0, help="at most N cases per repository (0: all)")
     parser.add_argument("--selectors", default=",".join(SELECTORS))
     parser.add_argument("--out", type=Path, default=None, help="results JSON (default: CASES/results.json)")
+    parser.add_argument(
+        "--index-cache",
+        type=Path,
+        default=INDEX_CACHE,
+        help="folder of indexed case stores, reused while the index code is unchanged",
+    )
+    parser.add_argument("--no-index-cache", action="store_true", help="index every case from scratch")
     args = parser.parse_args(argv)
     selectors = [s for s in args.selectors.split(",") if s]
     if unknown := set(selectors) - set(SELECTORS):
@@ -332,20 +461,39 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     counter = token_counter(None)
     run = Run(selectors)
+    cache = None if args.no_index_cache else args.index_cache / index_fingerprint()
+    if cache is not None and args.index_cache.is_dir():
+        for stale in args.index_cache.iterdir():  # stores made by other versions of the index code
+            if stale.is_dir() and stale != cache:
+                shutil.rmtree(stale, ignore_errors=True)
     for n, folder in enumerate(folders, 1):
         case = Case.load(folder)
         print(f"[{n}/{len(folders)}] {case.repo} {case.commit[:12]}", file=sys.stderr)
-        run_case(case, run, counter, ours)
+        run_case(case, run, counter, ours, cache)
     total = time.perf_counter() - started
+    return report(run, selectors, total, args.out or args.cases / "results.json")
 
+
+def report(run: Run, selectors: list[str], total: float, out: Path) -> int:
+    """Print the tables (per repository, overall, naming a symbol or not) and write results.json."""
     repos = sorted({row["repo"] for row in run.cases})
-    summary = {repo: summarize([r for r in run.cases if r["repo"] == repo], selectors) for repo in repos}
-    summary["overall"] = summarize(run.cases, selectors)
-    for repo in [*repos, "overall"]:
-        count = len([r for r in run.cases if repo in ("overall", r["repo"])])
-        print(markdown(repo, summary[repo], count), end="\n\n")
-    counts = ", ".join(f"{r} {sum(c['repo'] == r for c in run.cases)}" for r in repos)
+    groups: dict[str, list[dict[str, Any]]] = {
+        repo: [r for r in run.cases if r["repo"] == repo] for repo in repos
+    }
+    groups["overall"] = run.cases
+    groups["messages naming a symbol"] = [r for r in run.cases if r["names_symbol"] is True]
+    groups["messages naming no symbol"] = [r for r in run.cases if r["names_symbol"] is False]
+    summary = {name: summarize(rows, selectors) for name, rows in groups.items() if rows}
+    for name, rows in groups.items():
+        if rows:
+            print(markdown(name, summary[name], len(rows)), end="\n\n")
+    counts = ", ".join(
+        f"{r} {len(groups[r])} ({sum(c['names_symbol'] is False for c in groups[r])} naming no symbol)"
+        for r in repos
+    )
     print(f"cases: {counts}; total {len(run.cases)}")
+    if unknown_names := sum(c["names_symbol"] is None for c in run.cases):
+        print(f"!! {unknown_names} cases have no names_symbol (built before it was measured: rebuild them)")
     print(f"run time {total:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items()) + ")")
     for warning in run.warnings:
         print(f"warning: {warning}")
@@ -353,7 +501,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"!! {len(run.errors)} selector errors (see results.json)")
     if run.violations:
         print(f"!!!!!! {len(run.violations)} BUDGET VIOLATIONS:\n" + "\n".join(run.violations))
-    out = args.out or args.cases / "results.json"
     out.write_text(
         json.dumps(
             {
