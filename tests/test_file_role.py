@@ -384,6 +384,9 @@ def test_the_last_matching_line_wins(lines: list[str]) -> None:
         ("test-shrinker/src/main/java/com/example/Main.java", T),
         ("integration_tests/run.py", T),
         ("src/testing/helpers.py", S),
+        ("flask/testsuite/basic.py", T),
+        ("werkzeug/testsuite/contrib/cache.py", T),
+        ("run-tests.py", T),
     ],
 )
 def test_markers(path: str, role: FileRole) -> None:

@@ -20,7 +20,8 @@ The decision, first rule that applies wins:
 4. test: test frameworks' markers: pytest `test_*.py`, `*_test.py`, `conftest.py`, Django
    `tests.py`; Go `*_test.go` and `testdata/`; JS/TS `*.test.*`, `*.spec.*`, `__tests__/`,
    `__mocks__/`; Java/Kotlin/Scala `src/test/` and `*Test.java` / `*Tests.java` / `*IT.java`;
-   Rust `tests/` and a file whose head holds the inner attribute `#![cfg(test)]`; folders `tests`,
+   Rust `tests/` and a file whose head holds the inner attribute `#![cfg(test)]`; a test runner
+   `run-tests.py` / `runtests.py`; folders `tests`, `testsuite` (old flask and werkzeug), `unittests`,
    `test_data`, `test-*`, `test_*`, `*-tests`, `*_test`; a folder `test` or `spec` at the top of
    the tree, under `src/`, or holding a non-Python file (a Python package `django/test/` is the
    library's own test client: source);
@@ -214,7 +215,9 @@ _VENDOR_DIRS = frozenset(
     {"vendor", "vendors", "vendored", "_vendor", "third_party", "third-party", "thirdparty", "node_modules"}
     | {"bower_components"}
 )
-_TEST_DIRS = frozenset({"tests", "__tests__", "__mocks__", "testdata", "test_data"})
+_TEST_DIRS = frozenset(
+    {"tests", "__tests__", "__mocks__", "testdata", "test_data", "testsuite", "testsuites", "unittests"}
+)
 _TEST_DIR_AFFIX = re.compile(r"^tests?[-_]|[-_]tests?$")  # test-shrinker/, integration_tests/
 _TOP_TEST_DIRS = frozenset({"test", "spec", "specs"})  # tests when at the top, under src/, or not Python
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_examples", "sample", "samples", "demo", "demos"})
@@ -241,7 +244,7 @@ _GENERATED_SUFFIXES = (
     ".css.map",
 )
 _GENERATED_INFIX = re.compile(r"\.(?:generated|gen|g)\.[A-Za-z0-9]+$|_generated\.[A-Za-z0-9]+$", re.I)
-_PY_TEST_FILE = re.compile(r"^(?:test_.*\.py|.*_test\.py|conftest\.py|tests\.py)$")
+_PY_TEST_FILE = re.compile(r"^(?:test_.*\.py|.*_test\.py|conftest\.py|tests\.py|run[-_]?tests\.py)$")
 _JS_TEST_FILE = re.compile(r"\.(?:test|spec|e2e-spec)\.(?:[cm]?[jt]sx?)$", re.I)
 _JVM_TEST_FILE = re.compile(r"(?:Test|Tests|IT|TestCase)\.(?:java|kt|scala)$")
 _GO_HEADER = re.compile(r"^\s*//\s*Code generated .* DO NOT EDIT\.?\s*$", re.M)
