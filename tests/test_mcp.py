@@ -144,23 +144,21 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     request without it is a 401; each MCP session is its own pagedctx session."""
     project(tmp_path)
     with http_server(tmp_path, env={"PAGEDCTX_MCP_TOKENS": "secret-token-1"}) as url:
-        assert httpx2.post(url, json={}, timeout=10).status_code == 401
+        with httpx2.Client(timeout=10) as plain:
+            assert plain.post(url, json={}).status_code == 401
 
         async def run() -> None:
             headers = {"Authorization": "Bearer secret-token-1"}
-            transport = streamable_http_client(
-                url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)
-            )
-            async with Client(transport) as client:
-                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
-                error, context = await call(client, "session_ask", intent="why does add subtract")
-                assert not error and context.startswith("<PagedContext")
-                error, text = await call(client, "consult", page_id="ffffffff")
-                assert error and "Bus Fault" in text
-            legacy = httpx2.AsyncClient(headers={"Authorization": "Bearer secret-token-1"}, timeout=60)
-            async with Client(streamable_http_client(url, http_client=legacy), mode="legacy") as client:
-                error, context = await call(client, "session_ask", intent="which test fails")
-                assert not error and context.startswith("<PagedContext")
+            async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                    error, context = await call(client, "session_ask", intent="why does add subtract")
+                    assert not error and context.startswith("<PagedContext")
+                    error, text = await call(client, "consult", page_id="ffffffff")
+                    assert error and "Bus Fault" in text
+                async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                    error, context = await call(client, "session_ask", intent="which test fails")
+                    assert not error and context.startswith("<PagedContext")
 
         anyio.run(run)
     from pagedctx.host.store.url import open_store
@@ -169,9 +167,8 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     sessions = {key.split("/")[2] for key in store.scan_keys("pagedctx/session/") if key.endswith("/inputs")}
     store.close()
     token_session = "mcp.t" + hashlib.sha256(b"secret-token-1").hexdigest()[:16]  # stateless: the token's
-    assert token_session in sessions and any(re.fullmatch(r"mcp\.[0-9a-f]{32}", s) for s in sessions), (
-        sessions
-    )
+    assert token_session in sessions, sessions
+    assert any(re.fullmatch(r"mcp\.[0-9a-f]{32}", s) for s in sessions), sessions  # a stateful client's
 
 
 def test_the_cli_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
