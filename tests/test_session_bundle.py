@@ -27,10 +27,14 @@ NOW = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 
 
 def _open(tmp_path: Path, folder: Path, **kw: Any) -> Session:
-    """As a server opens it: a shared store, wall time, the session's bundle folder."""
+    """As a server opens it: a shared store, wall time, the session's bundle folder; a profile whose
+    merges are due at 85% (views of a paged history use about 90% of the budget used below)."""
+    profile = tmp_path / "merging.yaml"
+    profile.write_text("budget_shares:\n  merge_pressure: 0.85\n")
     return Session.open(
-        store=f"sqlite:///{tmp_path / 'state.db'}", session_id="ops", runtime="inproc", bundle=folder, **kw
-    )
+        store=f"sqlite:///{tmp_path / 'state.db'}", session_id="ops", runtime="inproc", bundle=folder,
+        profile=str(profile), **kw,
+    )  # fmt: skip
 
 
 def test_a_served_session_with_deferred_merges_replays_bit_for_bit(tmp_path: Path) -> None:
@@ -43,7 +47,7 @@ def test_a_served_session_with_deferred_merges_replays_bit_for_bit(tmp_path: Pat
     for question in QUESTIONS:
         with _open(tmp_path, folder) as request:
             request.add_turns([("user", question)])
-            result = request.ask(question, budget=1200, merges="deferred")
+            result = request.ask(question, budget=1600, merges="deferred")
             request.add_turn("assistant", result.answer or "no answer")
         with _open(tmp_path, folder) as background:
             background.consolidate()

@@ -98,8 +98,19 @@ def test_the_session_lock_lets_one_writer_in_at_a_time(tmp_path: Path) -> None:
         assert [t["text"] for t in session.turns] == ["first", "second"]
 
 
+MERGING = 1600  # with _merging_profile, a budget at which the three questions' views are due a merge
+
+
+def _merging_profile(tmp_path: Path) -> str:
+    """Views of a paged history use about 90% of this budget: a merge is due at 85% (the default
+    90% is a profile's choice; these tests are about when merges run, not the threshold)."""
+    profile = tmp_path / "merging.yaml"
+    profile.write_text("budget_shares:\n  merge_pressure: 0.85\n")
+    return str(profile)
+
+
 def _deferred_session(tmp_path: Path) -> Session:
-    session = _open(tmp_path, sid="ops")
+    session = _open(tmp_path, sid="ops", profile=_merging_profile(tmp_path))
     session.add_dialogue(write_dialogue(tmp_path / "long.jsonl", TURNS))
     return session
 
@@ -109,7 +120,7 @@ def test_deferred_merges_wait_for_consolidate(tmp_path: Path) -> None:
     with _deferred_session(tmp_path) as session:
         for question in QUESTIONS:
             session.add_turn("user", question)
-            result = session.ask(question, budget=1200, merges="deferred")
+            result = session.ask(question, budget=MERGING, merges="deferred")
             assert not any("Consolidate" in a for r in result.rounds for a in r.actions)
         assert not any(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
         assert session.consolidate() >= 1
@@ -130,12 +141,12 @@ def test_an_ask_while_the_consolidator_works_is_never_lost(
     with _deferred_session(tmp_path) as session:
         for question in QUESTIONS:
             session.add_turn("user", question)
-            session.ask(question, budget=1200, merges="deferred")
+            session.ask(question, budget=MERGING, merges="deferred")
 
         def slow_consolidator(pages: Any, intent: str) -> Any:
-            with _open(tmp_path, sid="ops") as other:  # another replica answers meanwhile
+            with _open(tmp_path, sid="ops", profile=_merging_profile(tmp_path)) as other:  # another replica
                 other.add_turn("user", "which service restarted first?")
-                other.ask("which service restarted first?", budget=1200, merges="deferred")
+                other.ask("which service restarted first?", budget=MERGING, merges="deferred")
             return baseline_consolidator(pages, intent)
 
         monkeypatch.setattr(roles, "build_consolidator", lambda spec: slow_consolidator)
