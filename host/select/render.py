@@ -64,6 +64,28 @@ def _chunks(index: Index, selection: Selection) -> dict[str, Chunk]:
     return found
 
 
+def file_roles(index: Index, paths: list[str]) -> dict[str, str]:
+    """What each file is for (source, test, example, docs, vendored, generated: issue 18), from its
+    path, its first bytes and the `.gitattributes` at the index's base."""
+    from pagedctx.host.ingest.file_role import HEAD_BYTES, GitAttributes, file_role, parse_gitattributes
+
+    base = Path(index.meta().base or ".")
+    try:
+        rules = parse_gitattributes((base / ".gitattributes").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        rules = ()
+    attributes = GitAttributes(rules=rules) if rules else None
+    out: dict[str, str] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            with (base / path).open("rb") as handle:
+                head = handle.read(HEAD_BYTES)
+        except OSError:
+            head = b""
+        out[path] = file_role(path, head, attributes).value
+    return out
+
+
 def selection_text(index: Index, selection: Selection) -> str:
     """The selected code as plain text (see the module docstring)."""
     chunks = _chunks(index, selection)
@@ -72,11 +94,14 @@ def selection_text(index: Index, selection: Selection) -> str:
         f"{len(selection.full_files)} full files, "
         f"{sum(1 for c in selection.chunks if c.why != 'promoted')} chunks\n"
     ]
+    roles = file_roles(index, [f.path for f in selection.full_files] + [c.path for c in selection.chunks])
     for full in selection.full_files:
         ids = ", ".join(c.id for c in index.chunks_in_file(full.path))
         outline = f"chunks: {ids}\n" if ids else ""  # the anchors `apply` takes (S6)
         text = read_indexed_file(index, full.path)
-        parts.append(f"### {full.path} (full file, {full.tokens} tokens)\n{outline}{text}")
+        parts.append(
+            f"### {full.path} (full file, {full.tokens} tokens, {roles[full.path]})\n{outline}{text}"
+        )
     for item in selection.chunks:
         if item.why == "promoted":
             continue
@@ -84,7 +109,7 @@ def selection_text(index: Index, selection: Selection) -> str:
         text = chunk.body if item.mode == "body" else chunk.skeleton
         parts.append(
             f"### {item.path}:{item.start_line}-{item.end_line} {item.qualname} ({item.kind}, {item.mode}, "
-            f"{item.why}, {item.tokens} tokens)\nchunk: {item.id}\n{text}"
+            f"{item.why}, {item.tokens} tokens, {roles[item.path]})\nchunk: {item.id}\n{text}"
         )
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
