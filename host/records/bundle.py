@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -63,11 +63,14 @@ __all__ = [
     "RepoStep",
     "TurnsStep",
     "bundle_kind",
+    "bundle_lock",
+    "keep_copy",
     "label_last_ask",
     "load_evolve_manifest",
     "load_manifest",
     "materialise_sources",
     "sha256_hex",
+    "write_manifest",
 ]
 
 BUNDLE_FORMAT: Literal["pagedctx.bundle.v1"] = "pagedctx.bundle.v1"
@@ -396,6 +399,36 @@ def _validated(model: type[_M], path: Path, data: Any) -> _M:
         raise UsageError(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
 
 
+@contextmanager
+def bundle_lock(folder: Path) -> Iterator[None]:
+    """The bundle's file lock: every writer of a bundle (a server's Session objects, an evolve run)
+    reads and rewrites its manifest under it."""
+    with (folder / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_manifest(folder: Path, manifest: BaseModel) -> None:
+    """The manifest written atomically: a bundle is whole whenever its manifest exists."""
+    staged = folder / f"{MANIFEST}.{os.getpid()}.partial"
+    staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(staged, folder / MANIFEST)
+
+
+def keep_copy(folder: Path, data: bytes) -> str:
+    """`data` copied to `inputs/<sha256>` once (atomically); its sha256."""
+    digest = sha256_hex(data)
+    target = folder / "inputs" / digest
+    if not target.is_file():
+        staged = target.with_name(f"{digest}.{os.getpid()}.partial")
+        staged.write_bytes(data)
+        os.replace(staged, target)
+    return digest
+
+
 class BundleRecorder:
     """Writes a session's bundle as the session changes (see the module docstring)."""
 
@@ -442,30 +475,16 @@ class BundleRecorder:
     def manifest(self) -> BundleManifest:
         return self._manifest
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with (self.folder / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def _locked(self) -> AbstractContextManager[None]:
+        return bundle_lock(self.folder)
 
     def _write(self, manifest: BundleManifest) -> None:
-        staged = self.folder / f"{MANIFEST}.{os.getpid()}.partial"
-        staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        os.replace(staged, self.folder / MANIFEST)  # a bundle is whole when its manifest exists
+        write_manifest(self.folder, manifest)
         self._manifest = manifest
 
     def keep(self, data: bytes) -> str:
         """`data` copied to inputs/<sha256> (once); the copy's path relative to the bundle."""
-        digest = sha256_hex(data)
-        target = self.folder / "inputs" / digest
-        if not target.is_file():
-            staged = target.with_name(f"{digest}.{os.getpid()}.partial")
-            staged.write_bytes(data)
-            os.replace(staged, target)
-        return f"inputs/{digest}"
+        return f"inputs/{keep_copy(self.folder, data)}"
 
     def sink(self) -> BundleSink:
         """Where the next ask's rounds go (numbered on from the rounds recorded so far)."""

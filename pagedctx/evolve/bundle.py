@@ -33,14 +33,12 @@ profile's.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from dataclasses import field as _field
 from datetime import UTC, datetime
@@ -56,8 +54,11 @@ from pagedctx.host.records.bundle import (
     EvolveRun,
     RecordingClock,
     ReplayClock,
+    bundle_lock,
+    keep_copy,
     load_evolve_manifest,
     sha256_hex,
+    write_manifest,
 )
 from pagedctx.host.records.replay_outcome import Divergence, ReplayOutcome, RoundComparison, context_diff
 
@@ -231,29 +232,15 @@ class EvolveBundleRecorder:
             raise UsageError(f"bundle {self.folder} is not bound to a session yet")
         return self._manifest
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with (self.folder / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def _locked(self) -> AbstractContextManager[None]:
+        return bundle_lock(self.folder)
 
     def _write(self, manifest: EvolveManifest) -> None:
-        staged = self.folder / f"{MANIFEST}.{os.getpid()}.partial"
-        staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        os.replace(staged, self.folder / MANIFEST)  # a bundle is whole when its manifest exists
+        write_manifest(self.folder, manifest)
         self._manifest = manifest
 
     def _keep(self, data: bytes) -> str:
-        digest = sha256_hex(data)
-        target = self.folder / "inputs" / digest
-        if not target.is_file():
-            staged = target.with_name(f"{digest}.{os.getpid()}.partial")
-            staged.write_bytes(data)
-            os.replace(staged, target)
-        return digest
+        return keep_copy(self.folder, data)
 
     def _digests(self, manifest: EvolveManifest) -> dict[str, str]:
         return {
