@@ -50,6 +50,10 @@ class Config(BaseModel):
         default_factory=BudgetShares, description="how the budget is split (protocol/budget.py)"
     )
     policy: str = Field(default="baseline", description="'baseline' or a model backend name")
+    instructions: Literal["short", "long"] = Field(
+        default="short",
+        description="the <System_Instructions> the Worker reads: short (73 tokens) or the seed's long form",
+    )
     runtime: Literal["auto", "ray", "inproc"] = "auto"
     modules_dir: Path | None = None
     models: dict[str, Any] = Field(default_factory=dict)

@@ -838,6 +838,7 @@ class Session:
             policy=specs["worker"].policy,
             history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
             route=route,
+            instructions=self._config.instructions,
         )
         if runtime == "ray":
             result = self._on_ray(prepared, parts, request, inline=inline)

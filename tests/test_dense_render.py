@@ -9,6 +9,7 @@ the dense XML gives exactly that.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -202,3 +203,25 @@ def test_markup_tokens_counts_page_text_in_both_forms() -> None:
         page, total = markup_tokens(render_state(state, current_time=NOW, dense=dense), counter.count)
         assert page == counter.count("the retry loop stops at five")
         assert total > page
+
+
+def test_a_profile_chooses_the_long_instructions(tmp_path: Path) -> None:
+    """Issue 19 item 1: the short instructions by default, the seed's long form behind the
+    profile's `instructions: long`; the budget counts whichever is shown."""
+    from pagedctx.session import Session
+
+    profile = tmp_path / "long.yaml"
+    profile.write_text("instructions: long\n")
+    sizes = {}
+    for name, chosen in (("short", None), ("long", str(profile))):
+        with Session.open(
+            store=f"sqlite:///{tmp_path / name}.db", profile=chosen, runtime="inproc"
+        ) as session:
+            session.add_turn("user", "the staging server listens on port 9090")
+            result = session.look("which port does staging use", budget=2000)
+        instructions = result.xml.split("<System_Instructions>", 1)[1].split("</System_Instructions>", 1)[0]
+        assert instructions == (SHORT_INSTRUCTIONS if name == "short" else LONG_INSTRUCTIONS).replace(
+            "&", "&amp;"
+        ).replace("<", "&lt;").replace(">", "&gt;")
+        sizes[name] = result.tokens
+    assert sizes["long"] > sizes["short"] + 100

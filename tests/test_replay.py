@@ -77,11 +77,10 @@ def test_another_package_version_that_renders_differently_is_named(
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["package_version"] = "0.0.1"
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    from pagedctx.protocol import render
+    from pagedctx.protocol import instructions_text
 
-    defaults = dict(render.build_state_tree.__kwdefaults__ or {})  # this "version" adds a rule
-    defaults["system_instructions"] += "\n- A new rule."
-    monkeypatch.setattr(render.build_state_tree, "__kwdefaults__", defaults)
+    rules = instructions_text.SHORT_INSTRUCTIONS + "\n- A new rule."  # this "version" adds a rule
+    monkeypatch.setattr(instructions_text, "SHORT_INSTRUCTIONS", rules)
     outcome = replay_bundle(folder)
     assert outcome.divergence is not None and outcome.divergence.round == 0
     assert "the package version differs: recorded 0.0.1" in outcome.divergence.cause

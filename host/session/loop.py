@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
@@ -48,6 +48,7 @@ from pagedctx.pages.moves import end_round
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.context import TraceStep
 from pagedctx.protocol.instructions import Explore, parse_worker_output
+from pagedctx.protocol.instructions_text import system_instructions
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
@@ -70,6 +71,9 @@ class SessionRequest(BaseModel):
     head: str = ""
     policy: str = "baseline"
     history: tuple[PreviousRound, ...] = ()
+    instructions: Literal["short", "long"] = Field(
+        default="short", description="the form of the <System_Instructions> (a profile's `instructions`)"
+    )
     route: bool = Field(
         default=True,
         description="False: the Router does not address pages this time (an agent's own zoom moves "
@@ -156,7 +160,12 @@ def _shown_trace(steps: Sequence[TraceStep], budget: Budget, counter: TokenCount
 
 def _frame_tokens(request: SessionRequest, counter: TokenCounter) -> int:
     """What a document costs before any page: registry, instructions, the query."""
-    empty = SynthesisRequest(budget=1 << 30, current_time=_FRAME_TIME, query=request.intent)
+    empty = SynthesisRequest(
+        budget=1 << 30,
+        current_time=_FRAME_TIME,
+        query=request.intent,
+        system_instructions=system_instructions(request.instructions),
+    )
     return synthesize(SessionState(), empty, counter).tokens
 
 
@@ -221,6 +230,7 @@ def _render(
         trace=_shown_trace(worker_steps, request.budget, parts.counter),
         focus=view.focus,
         relevance=view.relevance,
+        system_instructions=system_instructions(request.instructions),
     )
     return synthesize(state, asked, parts.counter)
 

@@ -80,6 +80,7 @@ from pagedctx.pages import (
 )
 from pagedctx.pages.exchange import evict
 from pagedctx.protocol.context import RegistryEntry, TraceStep
+from pagedctx.protocol.instructions_text import SHORT_INSTRUCTIONS
 from pagedctx.protocol.render import build_state_tree, node_lines, serialize, timeline_key
 from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter
@@ -106,6 +107,9 @@ class SynthesisRequest(BaseModel):
     query: str = ""
     trace: tuple[TraceStep, ...] = ()
     registry: tuple[RegistryEntry, ...] = ()
+    system_instructions: str = Field(
+        default=SHORT_INSTRUCTIONS, description="the <System_Instructions> text (a profile's `instructions`)"
+    )
     focus: frozenset[str] = Field(
         default=frozenset(), description="page ids of the intent focus: touched only when nothing else helps"
     )
@@ -236,6 +240,7 @@ class _Governor:
             query=request.query,
             trace=request.trace,
             registry=request.registry,
+            system_instructions=request.system_instructions,
         )
         xml = serialize(tree, validate=False)
         if self._by_line:
