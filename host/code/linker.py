@@ -97,15 +97,18 @@ def _spans(text: str) -> list[_Span]:
 
 def chunk_file(path: str, source: bytes) -> ParsedFile:
     """The chunks of one linker script; never raises on content."""
-    text = source.decode("utf-8", "replace")
+    # Undecodable bytes stay one character each (surrogateescape), so offsets count the file's own
+    # bytes; the chunk's text shows them as U+FFFD.
+    text = source.decode("utf-8", "surrogateescape")
     scan = _blank_comments(text)
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
     for span in _spans(scan):
         qualname = f"{span.parent}.{span.name}" if span.parent else span.name
         seen[qualname] = seen.get(qualname, 0) + 1
-        body = text[span.start : span.end]
-        start_byte = len(text[: span.start].encode("utf-8"))
+        raw = text[span.start : span.end].encode("utf-8", "surrogateescape")
+        body = raw.decode("utf-8", "replace")
+        start_byte = len(text[: span.start].encode("utf-8", "surrogateescape"))
         first_line = text.count("\n", 0, span.start) + 1
         references = sorted(set(_IDENTIFIER.findall(scan[span.start : span.end])) - {span.name, "."})
         skeleton = body if span.kind is ChunkKind.CONSTANT else body.split("{", 1)[0].rstrip() + " { ... }"
@@ -121,7 +124,7 @@ def chunk_file(path: str, source: bytes) -> ParsedFile:
                 skeleton=skeleton,
                 body=body,
                 start_byte=start_byte,
-                end_byte=start_byte + len(body.encode("utf-8")),
+                end_byte=start_byte + len(raw),
                 start_line=first_line,
                 end_line=first_line + body.count("\n"),
                 symbols_defined=tuple(dict.fromkeys((span.name, qualname))),
