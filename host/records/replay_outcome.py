@@ -9,7 +9,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DIFF_LINES", "AskComparison", "Divergence", "ReplayOutcome", "RoundComparison", "context_diff"]
+__all__ = [
+    "DIFF_LINES",
+    "AskComparison",
+    "Divergence",
+    "ReplayOutcome",
+    "RoundComparison",
+    "context_diff",
+    "known_causes",
+]
 
 DIFF_LINES = 400  # lines of a divergence's context diff kept in a report
 
@@ -86,3 +94,8 @@ def context_diff(recorded: str | None, replayed: str | None, index: int) -> str:
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more diff lines\n"]
     return "".join(lines)
+
+
+def known_causes(causes: list[str]) -> str:
+    """The causes found before a replay ran, as one divergence cause (the first five named)."""
+    return "; ".join(causes[:5]) + (f" (and {len(causes) - 5} more)" if len(causes) > 5 else "")

@@ -60,7 +60,13 @@ from pagedctx.host.records.bundle import (
     sha256_hex,
     write_manifest,
 )
-from pagedctx.host.records.replay_outcome import Divergence, ReplayOutcome, RoundComparison, context_diff
+from pagedctx.host.records.replay_outcome import (
+    Divergence,
+    ReplayOutcome,
+    RoundComparison,
+    context_diff,
+    known_causes,
+)
 
 __all__ = [
     "COMPARED",
@@ -508,7 +514,7 @@ def _value(event: EvolveAttemptEvent, field: str) -> str:
 
 def _cause(causes: list[str], attempt: Any, error: str | None, unused: int) -> str:
     if causes:
-        return "; ".join(causes[:5]) + (f" (and {len(causes) - 5} more)" if len(causes) > 5 else "")
+        return known_causes(causes)
     joined = " ".join([*(attempt.messages if attempt is not None else ()), error or ""])
     if "holds no answer" in joined:
         return (

@@ -44,6 +44,7 @@ from pagedctx.host.records.replay_outcome import (
     ReplayOutcome,
     RoundComparison,
     context_diff,
+    known_causes,
 )
 from pagedctx.host.records.trace import RoundEvent, read_trace
 from pagedctx.replay.bundle import private_config
@@ -125,7 +126,7 @@ def _value(event: RoundEvent, field: str) -> str:
 
 def _cause(causes: list[str], event: RoundEvent | None, error: str | None) -> str:
     if causes:
-        return "; ".join(causes[:5]) + (f" (and {len(causes) - 5} more)" if len(causes) > 5 else "")
+        return known_causes(causes)
     texts = [str(f.get("message", "")) for f in (event.faults if event is not None else [])]
     texts.append(error or "")
     joined = " ".join(texts)
