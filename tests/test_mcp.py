@@ -48,7 +48,7 @@ def test_every_tool_and_resource_in_process(tmp_path: Path) -> None:
             error, text = await call(client, "select_code", intent="add returns the sum of two numbers")
             assert not error and "calc/ops.py::add" in text
             assert "### calc/ops.py (full file, 42 tokens, source)" in text  # with its file role
-            assert "### tests/test_ops.py (full file, 42 tokens, test)" in text
+            assert "body, evidence, " in text and " tokens, test)\nchunk: tests/test_ops.py::test_" in text
             error, text = await call(client, "code_evidence", refs=["calc/ops.py::add"], view="impl")
             assert not error and text.startswith("<pcir>") and "return a - b" in text
             request = "<pcr>\n<need>\nref: calc/ops.py::mul\nview: api\n</need>\n</pcr>\n"

@@ -12,7 +12,19 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.protocol.parse import parse_document
 
-CHUNK_KEYS = ["id", "path", "qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why"]
+CHUNK_KEYS = [
+    "id",
+    "path",
+    "qualname",
+    "kind",
+    "start_line",
+    "end_line",
+    "mode",
+    "tokens",
+    "score",
+    "why",
+    "role",
+]
 
 
 @pytest.fixture
@@ -39,11 +51,12 @@ def test_json_form_is_the_exact_contract(repo: Path, tmp_path: Path) -> None:
     for chunk in data["chunks"]:
         assert list(chunk) == CHUNK_KEYS
         assert chunk["mode"] in {"body", "skeleton"} and chunk["why"] in {"l1", "l2", "promoted"}
+        assert chunk["role"] == ("test" if "test" in chunk["path"] else "source")
         assert (repo / chunk["path"]).is_file()
         lines = (repo / chunk["path"]).read_text().splitlines()
         assert 1 <= chunk["start_line"] <= chunk["end_line"] <= len(lines)
     for full in data["full_files"]:
-        assert list(full) == ["path", "tokens"] and (repo / full["path"]).is_file()
+        assert list(full) == ["path", "tokens", "role"] and (repo / full["path"]).is_file()
     port = next(c for c in data["chunks"] if c["qualname"] == "parse_port")
     lines = (repo / port["path"]).read_text().splitlines()
     assert lines[port["start_line"] - 1].startswith("def parse_port")

@@ -342,6 +342,11 @@ def open_index(case: Case, tmp: Path, cache: Path | None) -> Index:
     (then `Index.update` brings it to the tree as it is, at one stat per unchanged file), and saved
     there otherwise (SQLite's backup API: a consistent copy of a WAL database)."""
     db = tmp / "s.db"
+    extra = EXTRA_ATTRIBUTES.get(case.repo, "")
+    attributes = case.tree / ".gitattributes"
+    own = attributes.read_text("utf-8", "replace") if attributes.is_file() else ""
+    if extra and extra not in own:  # the same roles for `ours` (its index reads the tree's file)
+        attributes.write_text(own + ("" if not own or own.endswith("\n") else "\n") + extra, "utf-8")
     cached = cache / f"{case.repo.replace('/', '+')}+{case.commit[:12]}.db" if cache is not None else None
     if cached is not None and cached.is_file():
         shutil.copyfile(cached, db)

@@ -16,6 +16,7 @@ from typing import Any
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.chunker import chunk_file
+from pagedctx.host.ingest.file_role import HEAD_BYTES, GitAttributes, file_role
 from pagedctx.host.ingest.walk import SkipReason
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
@@ -34,6 +35,7 @@ class Task:
     old_sha256: str | None
     tokenizer: str
     derive: Derive | None = None  # run on the chunks where the file is parsed (a worker process)
+    attributes: GitAttributes | None = None  # the .gitattributes rules its role is read with
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class Analysis:
     chunks: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (id, Chunk JSON, symbols_defined)
     errors: tuple[str, ...] = ()
     derived: Any = None  # what `Task.derive` made of the chunks
+    role: str = ""  # what the file is for (`file_role.FileRole` value)
 
 
 def _counter(spec: str) -> CachedCounter:
@@ -80,8 +83,9 @@ def analyse(task: Task) -> Analysis:
     if problem is not None:
         return Analysis(task.rel, skip=problem)
     digest = hashlib.sha256(data).hexdigest()
+    role = file_role(task.rel, data[:HEAD_BYTES], task.attributes).value
     if digest == task.old_sha256:
-        return Analysis(task.rel, same=True, sha256=digest)
+        return Analysis(task.rel, same=True, sha256=digest, role=role)
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
     return Analysis(
@@ -93,6 +97,7 @@ def analyse(task: Task) -> Analysis:
         chunks=tuple((c.id, c.model_dump_json(), c.symbols_defined) for c in parsed.chunks),
         errors=parsed.errors,
         derived=task.derive(task.rel, parsed.chunks) if task.derive is not None else None,
+        role=role,
     )
 
 

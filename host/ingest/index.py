@@ -34,6 +34,7 @@ would be too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
+from pagedctx.host.ingest.file_role import AttributeRule, GitAttributes, parse_gitattributes
 from pagedctx.host.ingest.meta import (
     FastMeta,
     FileMeta,
@@ -215,6 +217,8 @@ class _Plan:
     kept_skips: dict[str, SkipRecord] = field(default_factory=dict)  # skipped, stamp unchanged
     skipped: dict[str, SkipRecord] = field(default_factory=dict)  # every skip under the roots now
     current: bool = False  # nothing to write
+    attributes: GitAttributes | None = None  # the roots' .gitattributes rules (file roles)
+    attributes_digest: str = ""  # of their texts; another than the stored one re-reads every role
 
 
 class Index:
@@ -440,9 +444,11 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             return plan
         plan.stored = stored = self.store.hgetall(keys.FILES_META)
         plan.code = [f for f in walk.files if _language_of(f.rel) is not None]
+        plan.attributes, plan.attributes_digest = _root_attributes(self.roots, base)
+        roles_moved = plan.attributes_digest != meta.attributes
         records = {rel: json.loads(raw) for rel, raw in self.store.hgetall(SKIPPED).items()}
         for found in plan.code:  # unchanged files are recognised by the "mtime:size:" prefix, undecoded
-            if stored.get(found.rel, "").startswith(f"{found.mtime_ns}:{found.size}:"):
+            if not roles_moved and stored.get(found.rel, "").startswith(f"{found.mtime_ns}:{found.size}:"):
                 continue
             record = records.get(found.rel)
             if record is not None and _still_skipped(found, record):
@@ -540,6 +546,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                 old.sha256 if (old := old_metas.get(f.rel)) else None,
                 self.index.tokenizer,
                 derive,
+                plan.attributes,
             )
             for f in changed
         ]
@@ -638,7 +645,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             tally.present.discard(found.rel)
             return
         if result.same and old is not None:
-            same = old.model_copy(update={"mtime_ns": found.mtime_ns})
+            same = old.model_copy(update={"mtime_ns": found.mtime_ns, "role": result.role or old.role})
             pending.fast[found.rel] = FastMeta.of(same).encode()
             pending.metas[found.rel] = same.model_dump_json()
             report.rehashed.append(found.rel)
@@ -666,6 +673,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             lines=result.lines,
             chunk_ids=tuple(chunk_id for chunk_id, _, _ in result.chunks),
             errors=result.errors,
+            role=result.role or None,
         )
         pending.metas[found.rel] = meta.model_dump_json()
         pending.fast[found.rel] = FastMeta.of(meta).encode()
@@ -760,11 +768,13 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                 "roots": all_roots,
                 "settings": plan.settings,
                 "last_update": _now(),
+                "attributes": plan.attributes_digest,
             }
         )
         added = any(rel not in stored for rel in new_fast)
         rebuild = added or gone or all_roots != old_meta.roots or not old_meta.root_handles or self.force_tree
-        if report.parsed or gone or all_roots != old_meta.roots or self.force_tree:
+        roles_moved = plan.attributes_digest != old_meta.attributes and bool(report.rehashed)
+        if report.parsed or gone or all_roots != old_meta.roots or self.force_tree or roles_moved:
             meta.generation = old_meta.generation + 1  # derived caches (selection catalog) key on it
         meta.instance = old_meta.instance or uuid.uuid4().hex
         writes: dict[str, str] = {}
@@ -867,6 +877,28 @@ def _apply_deltas(
         stats.chunks += fast.chunks - old[rel].chunks
         stats.lines += fast.lines - old[rel].lines
     return result
+
+
+def _root_attributes(roots: Sequence[Path], base: Path) -> tuple[GitAttributes | None, str]:
+    """The linguist rules of the `.gitattributes` at the top of each root (rebased to index paths)
+    and a digest of their texts ('' when there is none). Nested `.gitattributes` files are not read:
+    an update would have to walk for them; the top one is where projects declare these."""
+    rules: list[AttributeRule] = []
+    digest = hashlib.sha256()
+    found = False
+    for root in sorted(set(roots)):
+        try:
+            text = (root / ".gitattributes").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            continue
+        rel = _rel_or_dot(root, base)
+        rel = "" if rel == "." else rel
+        found = True
+        digest.update(f"{rel}\0{text}\0".encode())
+        rules += parse_gitattributes(text, rel)
+    if not found:
+        return None, ""
+    return (GitAttributes(rules=tuple(rules)) if rules else None), digest.hexdigest()[:16]
 
 
 def _language_of(rel: str) -> str | None:

@@ -15,6 +15,7 @@ __all__ = [
     "RootSettings",
     "SkippedFile",
     "UpdateReport",
+    "stamp_role",
 ]
 
 
@@ -32,6 +33,11 @@ class FileMeta(BaseModel):
     lines: int = Field(ge=0)
     chunk_ids: tuple[str, ...] = ()
     errors: tuple[str, ...] = Field(default=(), description="syntax errors tree-sitter recovered from")
+    role: str | None = Field(
+        default=None,
+        description="what the file is for (`file_role.FileRole`: source, test, example, docs, vendored, "
+        "generated), from its path, head and the roots' .gitattributes; None: indexed before roles",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +45,9 @@ class FastMeta:
     """The compact value of `sys/files/meta` (S4: path -> modification time), read every update.
 
     `mtime_ns:size` decides whether a file is looked at; tokens, chunks and lines let the tree and
-    the closing table be built without reading the full records of unchanged files.
+    the closing table be built without reading the full records of unchanged files; the file's
+    role (issue 18), when recorded, ends the value (`...:lines:test`), so a derived cache that
+    follows these stamps (the selection catalog) sees a role change as a change of the file.
     """
 
     mtime_ns: int
@@ -47,22 +55,31 @@ class FastMeta:
     tokens: int
     chunks: int
     lines: int
+    role: str | None = None
 
     @property
     def stamp(self) -> str:
         return f"{self.mtime_ns}:{self.size}"
 
     def encode(self) -> str:
-        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}"
+        tail = f":{self.role}" if self.role else ""
+        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}{tail}"
 
     @classmethod
     def decode(cls, value: str) -> FastMeta:
-        mtime, size, tokens, chunks, lines = (int(part) for part in value.split(":"))
-        return cls(mtime, size, tokens, chunks, lines)
+        parts = value.split(":")
+        mtime, size, tokens, chunks, lines = (int(part) for part in parts[:5])
+        return cls(mtime, size, tokens, chunks, lines, parts[5] if len(parts) > 5 and parts[5] else None)
 
     @classmethod
     def of(cls, meta: FileMeta) -> FastMeta:
-        return cls(meta.mtime_ns, meta.size, meta.tokens, len(meta.chunk_ids), meta.lines)
+        return cls(meta.mtime_ns, meta.size, meta.tokens, len(meta.chunk_ids), meta.lines, meta.role)
+
+
+def stamp_role(stamp: str) -> str | None:
+    """The role recorded at the end of a `sys/files/meta` value, or None (indexed before roles)."""
+    parts = stamp.split(":")
+    return parts[5] if len(parts) > 5 and parts[5] else None
 
 
 class LanguageStats(BaseModel):
@@ -100,6 +117,11 @@ class IndexMeta(BaseModel):
     last_update: str | None = Field(default=None, description="time of the last update that wrote")
     generation: int = Field(default=0, ge=0, description="bumped by every update that changed the chunks")
     instance: str = Field(default="", description="random id of this index, set by its first update")
+    attributes: str = Field(
+        default="",
+        description="digest of the roots' .gitattributes the file roles were computed with ('' none): "
+        "an update that finds another re-reads every file's role",
+    )
 
 
 class SkippedFile(BaseModel):

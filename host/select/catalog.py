@@ -48,7 +48,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 import numpy as np
 
 from pagedctx.host.code.chunk import Chunk
+from pagedctx.host.ingest.file_role import FileRole, file_role
 from pagedctx.host.ingest.index import FILES, FileHook, Index
+from pagedctx.host.ingest.meta import stamp_role
 from pagedctx.host.select.postings import Field, Postings, Run, ptr_of, splice_forward, splice_small_enough
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CATALOG_FORMAT",
     "GRACE_SECONDS",
+    "ROLES",
     "SNAPSHOT_DRIFT",
     "Catalog",
     "CatalogLoad",
@@ -84,6 +87,8 @@ _READ_ALL = 20_000  # chunks: reading more than this one by one costs more than 
 _PATH_SPLIT = re.compile(r"[/\\._\-]+")
 _EXTENSION_TEXT = "py pyi go ts tsx js jsx mjs cjs rs java c h cc cpp cxx hpp hh s asm ld lds"
 _SOURCE_EXTENSIONS = frozenset(_EXTENSION_TEXT.split())
+ROLES: tuple[str, ...] = tuple(role.value for role in FileRole)  # "source" first: code 0
+_ROLE_CODE = {role: code for code, role in enumerate(ROLES)}
 _SNAPSHOT = re.compile(r"^(?P<instance>[^.][^/]*)-g(?P<generation>\d+)-(?P<nonce>[0-9a-f]{8})$")
 
 
@@ -285,6 +290,7 @@ class Catalog:
     drift: int = 0  # files changed since the snapshot this catalog was read from
     _row: dict[str, int] = field(default_factory=dict, repr=False)
     _path_index: dict[str, int] = field(default_factory=dict, repr=False)
+    _roles: npt.NDArray[np.int8] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -310,6 +316,21 @@ class Catalog:
         if not self._path_index:
             self._path_index = {p: i for i, p in enumerate(self.paths)}
         return self._path_index.get(path)
+
+    def file_roles(self) -> npt.NDArray[np.int8]:
+        """Per path, the index of its role in `ROLES` (issue 18): the role the index recorded at the
+        end of the file's stamp, or for a file indexed before roles, the role its path says. Read
+        once per catalog (a split of each stamp), then kept."""
+        if self._roles is None or len(self._roles) != len(self.paths):
+            codes = np.zeros(len(self.paths), dtype=np.int8)
+            for p, (path, stamp) in enumerate(zip(self.paths, self.stamps, strict=True)):
+                role = stamp_role(stamp) or file_role(path).value
+                codes[p] = _ROLE_CODE.get(role, 0)
+            self._roles = codes
+        return self._roles
+
+    def role_of_path(self, path_index: int) -> str:
+        return ROLES[int(self.file_roles()[path_index])]
 
     def symbol(self, name: str) -> int | None:
         """The id of a symbol name (as defined or referenced), or None."""

@@ -11,6 +11,9 @@ fit exact token counts (the index's tokenizer) in priority order: core bodies (u
     `core` share), dependencies, skeletons of the next-ranked candidates (up to its `skeleton`
     share), bodies for the best skeletons while they fit, then more skeletons; a
     definition inside a body already shown is never repeated;
+evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
+    bodies of test chunks that reference a symbol a selected body defines, most such symbols
+    first, within `EVIDENCE_SHARE` of the budget;
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.
 
 Everything is deterministic: ties break on chunk ids, and the output is ordered by path and line.
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import Catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
 from pagedctx.host.select.policy import BaselineSelectionPolicy, SelectionPolicy
 from pagedctx.host.select.rank import Ranking, rank
 from pagedctx.host.select.selection import (
@@ -41,6 +44,8 @@ from pagedctx.protocol.budget import Budget
 __all__ = ["select_context"]
 
 _OFFERED = 60  # candidates shown to the L1 decider (a model reads their skeletons)
+EVIDENCE_SHARE = 0.1  # of the budget: tests that exercise the selected code, after the source
+_EVIDENCE_SYMBOLS = 40  # a symbol used by more chunks than this says little about what a test checks
 
 
 @dataclass
@@ -154,6 +159,7 @@ class _Pipeline:
         for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
             if self.picks.get(row) is not None and self.picks[row].mode == "skeleton":
                 self._upgrade(row)
+        self._evidence()
         for row in ranked:  # then whatever still fits
             self._add(row, "skeleton", "l1")
         full_files = self._promote()
@@ -169,12 +175,39 @@ class _Pipeline:
                 if not 0 < len(targets) <= self.options.max_definitions:
                     continue
                 for target in targets.tolist():
-                    if not self.ranking.in_scope(target):
+                    if (
+                        not self.ranking.in_scope(target)
+                        or self.ranking.role(target) not in self.ranking.wanted
+                    ):
                         continue
                     if target not in core_set and not self._related(row, target):
                         needed[target] = needed.get(target, 0) + 1
         order = sorted(needed, key=lambda r: (-needed[r], -self.ranking.scores[r], r))
         return {r: needed[r] for r in order[: self.options.max_dependencies]}
+
+    def _evidence(self) -> None:
+        """Tests exercising the selected bodies (see the module docstring); none when the ranking
+        already admits tests, or the index recorded no roles."""
+        roles = self.ranking.roles
+        if roles is None or "test" in self.ranking.wanted:
+            return
+        test = ROLES.index("test")
+        hits: dict[int, int] = {}
+        for row in sorted(r for r, p in self.picks.items() if p.mode == "body"):
+            for symbol in self.catalog.defined_by(row).tolist():
+                users = self.catalog.users_of(symbol)
+                if not 0 < len(users) <= _EVIDENCE_SYMBOLS:
+                    continue
+                for user in users.tolist():
+                    if roles[user] == test and self.ranking.in_scope(user):
+                        hits[user] = hits.get(user, 0) + 1
+        if not hits:
+            return
+        limit = self.used + EVIDENCE_SHARE * self.budget
+        self._load(hits)
+        lexical = self.ranking.lexical
+        for row in sorted(hits, key=lambda r: (-hits[r], -lexical[r], r)):
+            self._add(row, "body", "evidence", limit=limit)
 
     def _fit_core(self, core: list[int], cap: float) -> None:
         core_body = 0
@@ -253,6 +286,8 @@ class _Pipeline:
             )
             if not rows or shown / len(rows) <= self.options.promote_density:
                 continue
+            if self.catalog.role_of_path(path_index) not in self.ranking.wanted:
+                continue  # evidence stays within its share: a test file is not taken whole
             file_tokens = int(self.catalog.file_tokens[path_index])
             current = sum(self.picks[r].tokens for r in by_file[path_index])
             if self.used - current + file_tokens > self.budget:
@@ -260,7 +295,13 @@ class _Pipeline:
             for r in by_file[path_index]:
                 self.picks[r] = _Pick("body", "promoted", 0)
             self.used += file_tokens - current
-            promoted.append(SelectedFile(path=self.catalog.paths[path_index], tokens=file_tokens))
+            promoted.append(
+                SelectedFile(
+                    path=self.catalog.paths[path_index],
+                    tokens=file_tokens,
+                    role=self.catalog.role_of_path(path_index),
+                )
+            )
         return sorted(promoted, key=lambda f: f.path)
 
     def _selection(self, full_files: list[SelectedFile]) -> Selection:
@@ -279,6 +320,7 @@ class _Pipeline:
                     tokens=pick.tokens,
                     score=round(float(self.ranking.scores[row]), 4),
                     why=pick.why,
+                    role=self.catalog.role_of_path(int(self.catalog.path_of[row])),
                 )
             )
         chunks.sort(key=lambda c: (c.path, c.start_line, c.id))

@@ -64,28 +64,6 @@ def _chunks(index: Index, selection: Selection) -> dict[str, Chunk]:
     return found
 
 
-def file_roles(index: Index, paths: list[str]) -> dict[str, str]:
-    """What each file is for (source, test, example, docs, vendored, generated: issue 18), from its
-    path, its first bytes and the `.gitattributes` at the index's base."""
-    from pagedctx.host.ingest.file_role import HEAD_BYTES, GitAttributes, file_role, parse_gitattributes
-
-    base = Path(index.meta().base or ".")
-    try:
-        rules = parse_gitattributes((base / ".gitattributes").read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        rules = ()
-    attributes = GitAttributes(rules=rules) if rules else None
-    out: dict[str, str] = {}
-    for path in dict.fromkeys(paths):
-        try:
-            with (base / path).open("rb") as handle:
-                head = handle.read(HEAD_BYTES)
-        except OSError:
-            head = b""
-        out[path] = file_role(path, head, attributes).value
-    return out
-
-
 def selection_text(index: Index, selection: Selection) -> str:
     """The selected code as plain text (see the module docstring)."""
     chunks = _chunks(index, selection)
@@ -94,7 +72,7 @@ def selection_text(index: Index, selection: Selection) -> str:
         f"{len(selection.full_files)} full files, "
         f"{sum(1 for c in selection.chunks if c.why != 'promoted')} chunks\n"
     ]
-    roles = file_roles(index, [f.path for f in selection.full_files] + [c.path for c in selection.chunks])
+    roles = {f.path: f.role for f in selection.full_files} | {c.path: c.role for c in selection.chunks}
     for full in selection.full_files:
         ids = ", ".join(c.id for c in index.chunks_in_file(full.path))
         outline = f"chunks: {ids}\n" if ids else ""  # the anchors `apply` takes (S6)

@@ -1,12 +1,14 @@
 """What diamond selection takes and gives (S5): options, candidates, and the selection contract.
 
 `Selection.contract()` is the JSON form others depend on (issue 5, kept exactly):
-`{"budget", "tokens", "policy", "full_files": [{"path", "tokens"}], "chunks": [{"id", "path",
-"qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why"}]}`. Paths are
+`{"budget", "tokens", "policy", "full_files": [{"path", "tokens", "role"}], "chunks": [{"id", "path",
+"qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why", "role"}]}`. Paths are
 relative to the index base, lines 1-based and inclusive. `tokens` is the exact count of what the
 selection shows: the sum of its full files and of its chunks' bodies or skeletons. A chunk whose
 file was promoted to a full file stays listed with `why: "promoted"` and `tokens: 0`: its text is
-inside the full file, counted once there.
+inside the full file, counted once there. `role` is what the chunk's file is for, as the index
+recorded it (issue 18: source, test, example, docs, vendored, generated); `why: "evidence"` marks a
+test taken after the source because it exercises a selected definition.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["Candidate", "SelectOptions", "SelectedChunk", "SelectedFile", "Selection"]
 
 Mode = Literal["body", "skeleton"]
-Why = Literal["l1", "l2", "promoted"]
+Why = Literal["l1", "l2", "promoted", "evidence"]
 
 
 class SelectOptions(BaseModel):
@@ -60,6 +62,7 @@ class SelectedFile(BaseModel):
 
     path: str
     tokens: int
+    role: str = "source"
 
 
 class SelectedChunk(BaseModel):
@@ -75,6 +78,7 @@ class SelectedChunk(BaseModel):
     tokens: int
     score: float
     why: Why
+    role: str = "source"
 
 
 class Selection(BaseModel):
