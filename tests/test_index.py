@@ -195,6 +195,53 @@ def test_an_index_without_units_gets_them_on_the_next_update(index: Index, repo:
     assert index.unit_of("app/service.py::validate_amount") is not None
 
 
+def test_chunks_carry_exact_token_counts_of_body_and_skeleton(index: Index, repo: Path) -> None:
+    """S5 (issue 20): every stored chunk carries the exact counts of its body and skeleton by the
+    index's tokenizer, so a selection needs no tokenizer; another tokenizer counts for itself."""
+    index.update([repo])
+    chunks = index.chunks(sorted(index.store.hkeys(keys.CHUNKS)))
+    assert len(chunks) == 9
+    for chunk in chunks:
+        assert chunk.counted_by == index.tokenizer
+        assert (chunk.body_tokens, chunk.skeleton_tokens) == (
+            index.counter.count(chunk.body),
+            index.counter.count(chunk.skeleton),
+        )
+        assert index.chunk_tokens(chunk) == (chunk.body_tokens, chunk.skeleton_tokens)
+    charge = index.chunk("app/service.py::PaymentService.charge")
+    assert charge is not None
+    wrong = charge.model_copy(update={"body_tokens": 1, "skeleton_tokens": 1, "counted_by": "hf:/elsewhere"})
+    assert wrong.tokens(index.tokenizer) is None
+    counts = (index.counter.count(charge.body), index.counter.count(charge.skeleton))
+    assert index.chunk_tokens(wrong) == counts
+    uncounted = charge.model_copy(update={"body_tokens": None, "skeleton_tokens": None, "counted_by": None})
+    assert index.chunk_tokens(uncounted) == index.chunk_tokens(charge)
+
+
+def test_files_of_an_older_format_are_read_again_once(
+    index: Index, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index written before chunks carried counts (stamps of 5 fields, chunks without counts) is
+    read again file by file by its next update, saying so, and ends equal to a fresh index (S1)."""
+    index.update([repo])
+    stamps = index.store.hgetall(keys.FILES_META)
+    old_chunks = {}
+    for chunk_id, raw in index.store.hgetall(keys.CHUNKS).items():
+        record = json.loads(raw)
+        for name in ("body_tokens", "skeleton_tokens", "counted_by"):
+            del record[name]
+        old_chunks[chunk_id] = json.dumps(record)
+    index.store.hset(keys.CHUNKS, old_chunks)
+    index.store.hset(keys.FILES_META, {rel: value.rsplit(":", 1)[0] for rel, value in stamps.items()})
+    capsys.readouterr()
+    report = index.update([repo])
+    assert len(report.parsed) == len(stamps) and report.rehashed == []
+    assert f"{len(stamps)} indexed file(s) are stored in an older format" in capsys.readouterr().err
+    assert index.store.hgetall(keys.FILES_META) == stamps
+    assert_same_as_fresh(index, [repo], tmp_path)
+    assert index.update([repo]).parsed == []
+
+
 def test_touch_rehashes_without_parsing(index: Index, repo: Path) -> None:
     """S1: mtime changed, content did not -> hashed, not parsed."""
     index.update([repo])

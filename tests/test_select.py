@@ -250,6 +250,28 @@ def test_the_budget_is_exact_and_tiny_budgets_give_small_selections(index: Index
             assert chunk.tokens == counter.count(text)
 
 
+def test_a_selection_reads_the_stored_counts_and_loads_no_tokenizer(index: Index) -> None:
+    """S5 fit (issue 20): the counts stored with the chunks are the selection's, so a process that
+    only selects never loads the tokenizer; a chunk stored without counts is counted, the same."""
+    fresh = Index(index.store)
+    stored = select_context(fresh, "bind the server socket", Budget(total=150))
+    assert fresh._counter is None
+    counter = index.counter
+    counted = [c for c in stored.chunks if c.why != "promoted"]
+    assert len(counted) >= 3
+    for chunk in counted:
+        found = index.chunk(chunk.id)
+        assert found is not None
+        assert chunk.tokens == counter.count(found.body if chunk.mode == "body" else found.skeleton)
+    bare = {}
+    for chunk_id, raw in index.store.hgetall("sys/chunks").items():
+        record = json.loads(raw)
+        record.pop("counted_by")
+        bare[chunk_id] = json.dumps(record)
+    index.store.hset("sys/chunks", bare)
+    assert select_context(Index(index.store), "bind the server socket", Budget(total=150)) == stored
+
+
 def test_output_order_is_by_path_and_line(index: Index) -> None:
     """S5: stable order: path, then first line."""
     selection = select_context(index, "server settings socket port", Budget(total=3000))

@@ -5,6 +5,10 @@ source bytes, its skeleton (signature + doc comment, no body), its place in the 
 it defines and the symbols it mentions. Ids are stable and readable: `path::Qualified.name`, with a
 `#2`, `#3`, ... suffix for the second and later definitions of the same qualified name in one file
 (overloads, redefinitions), numbered in source order.
+
+An index stores each chunk with the exact token counts of its body and skeleton, made where the
+file is parsed, and the tokenizer that made them (issue 20): a selection reads them instead of
+loading a tokenizer, and counts itself only when the index's tokenizer is another.
 """
 
 from __future__ import annotations
@@ -67,6 +71,17 @@ class Chunk(BaseModel):
     symbols_referenced: tuple[str, ...] = Field(
         default=(), description="every identifier the body mentions (S3: a dirty, plain-string set)"
     )
+    body_tokens: int | None = Field(default=None, ge=0, description="exact token count of `body`")
+    skeleton_tokens: int | None = Field(default=None, ge=0, description="exact token count of `skeleton`")
+    counted_by: str | None = Field(
+        default=None, description="the tokenizer spec of both counts (None: not counted; the index counts)"
+    )
+
+    def tokens(self, tokenizer: str) -> tuple[int, int] | None:
+        """(body, skeleton) token counts when made by `tokenizer`, else None (count them)."""
+        if self.counted_by != tokenizer or self.body_tokens is None or self.skeleton_tokens is None:
+            return None
+        return self.body_tokens, self.skeleton_tokens
 
 
 class ParsedFile(BaseModel):

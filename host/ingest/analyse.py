@@ -1,4 +1,5 @@
-"""The per-file step of an index update: read, judge, hash, chunk and count one file.
+"""The per-file step of an index update: read, judge, hash, chunk and count one file (the whole
+file, and each chunk's body and skeleton: stored with the chunk, a selection needs no tokenizer).
 
 Pure of the store, so it runs in worker processes: a large update spreads files over a process
 pool (tree-sitter and tiktoken both hold the GIL, so threads would not help), a small one runs
@@ -88,15 +89,26 @@ def analyse(task: Task) -> Analysis:
         return Analysis(task.rel, same=True, sha256=digest, role=role)
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
+    counter = _counter(task.tokenizer)
+    chunks = [
+        c.model_copy(
+            update={
+                "body_tokens": counter.count(c.body),
+                "skeleton_tokens": counter.count(c.skeleton),
+                "counted_by": task.tokenizer,
+            }
+        )
+        for c in parsed.chunks
+    ]
     return Analysis(
         task.rel,
         sha256=digest,
         language=parsed.language,
-        tokens=_counter(task.tokenizer).count(text),
+        tokens=counter.count(text),
         lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
-        chunks=tuple((c.id, c.model_dump_json(), c.symbols_defined) for c in parsed.chunks),
+        chunks=tuple((c.id, c.model_dump_json(), c.symbols_defined) for c in chunks),
         errors=parsed.errors,
-        derived=task.derive(task.rel, parsed.chunks) if task.derive is not None else None,
+        derived=task.derive(task.rel, chunks) if task.derive is not None else None,
         role=role,
     )
 

@@ -215,6 +215,7 @@ class _Plan:
     code: list[FoundFile] = field(default_factory=list)
     changed: list[FoundFile] = field(default_factory=list)  # to read: stamp differs from the store
     kept_skips: dict[str, SkipRecord] = field(default_factory=dict)  # skipped, stamp unchanged
+    old_format: int = 0  # unchanged files whose records are of an older format: read again
     skipped: dict[str, SkipRecord] = field(default_factory=dict)  # every skip under the roots now
     current: bool = False  # nothing to write
     attributes: GitAttributes | None = None  # the roots' .gitattributes rules (file roles)
@@ -321,7 +322,15 @@ class Index:
         chunk = self.chunk(chunk_ref) if chunk_ref is not None else None
         if chunk is None:
             return None
-        return BlockTree.chunk_block(chunk, self.counter.count(chunk.body))
+        return BlockTree.chunk_block(chunk, self.chunk_tokens(chunk)[0])
+
+    def chunk_tokens(self, chunk: Chunk) -> tuple[int, int]:
+        """(body, skeleton) exact token counts of a chunk by this index's tokenizer: those stored
+        with it when they are, else counted (the tokenizer is loaded only then)."""
+        stored = chunk.tokens(self.tokenizer)
+        if stored is not None:
+            return stored
+        return self.counter.count(chunk.body), self.counter.count(chunk.skeleton)
 
     def require(self) -> IndexMeta:
         """The index's record; UsageError saying how to build one when the store holds no index."""
@@ -448,8 +457,11 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         roles_moved = plan.attributes_digest != meta.attributes
         records = {rel: json.loads(raw) for rel, raw in self.store.hgetall(SKIPPED).items()}
         for found in plan.code:  # unchanged files are recognised by the "mtime:size:" prefix, undecoded
-            if not roles_moved and stored.get(found.rel, "").startswith(f"{found.mtime_ns}:{found.size}:"):
-                continue
+            value = stored.get(found.rel, "")
+            if not roles_moved and value.startswith(f"{found.mtime_ns}:{found.size}:"):
+                if FastMeta.current(value):
+                    continue
+                plan.old_format += 1
             record = records.get(found.rel)
             if record is not None and _still_skipped(found, record):
                 plan.kept_skips[found.rel] = record
@@ -538,12 +550,17 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         changed = plan.changed
         self.progress("parse", 0, len(changed))
         old_metas = self._old_metas([f.rel for f in changed if f.rel in stored])
+        if plan.old_format:
+            _tell_stderr(
+                f"{plan.old_format} indexed file(s) are stored in an older format (chunks without token "
+                "counts): reading them again"
+            )
         derive = self.hook.derive if self.hook is not None else None
         tasks = [
             analyse.Task(
                 f.rel,
                 f.path,
-                old.sha256 if (old := old_metas.get(f.rel)) else None,
+                old.sha256 if (old := old_metas.get(f.rel)) and FastMeta.current(stored[f.rel]) else None,
                 self.index.tokenizer,
                 derive,
                 plan.attributes,

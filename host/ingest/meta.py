@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "FILE_FORMAT",
     "FastMeta",
     "FileMeta",
     "IndexMeta",
@@ -40,14 +41,21 @@ class FileMeta(BaseModel):
     )
 
 
+# The format of a file's stored records: 2 = its chunks carry their token counts (issue 20). A file
+# whose stamp names another format (an older stamp names none: 1) is read again by the next update.
+FILE_FORMAT = 2
+
+
 @dataclass(frozen=True, slots=True)
 class FastMeta:
     """The compact value of `sys/files/meta` (S4: path -> modification time), read every update.
 
     `mtime_ns:size` decides whether a file is looked at; tokens, chunks and lines let the tree and
     the closing table be built without reading the full records of unchanged files; the file's
-    role (issue 18), when recorded, ends the value (`...:lines:test`), so a derived cache that
+    role (issue 18), when recorded, follows the lines (`...:lines:test:2`), so a derived cache that
     follows these stamps (the selection catalog) sees a role change as a change of the file.
+    The last field is the format the file's records were written in (`FILE_FORMAT`); a value
+    without one is of format 1.
     """
 
     mtime_ns: int
@@ -56,20 +64,27 @@ class FastMeta:
     chunks: int
     lines: int
     role: str | None = None
+    format: int = FILE_FORMAT
 
     @property
     def stamp(self) -> str:
         return f"{self.mtime_ns}:{self.size}"
 
     def encode(self) -> str:
-        tail = f":{self.role}" if self.role else ""
-        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}{tail}"
+        role = self.role or ""
+        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}:{role}:{self.format}"
 
     @classmethod
     def decode(cls, value: str) -> FastMeta:
         parts = value.split(":")
         mtime, size, tokens, chunks, lines = (int(part) for part in parts[:5])
-        return cls(mtime, size, tokens, chunks, lines, parts[5] if len(parts) > 5 and parts[5] else None)
+        role = parts[5] if len(parts) > 5 and parts[5] else None
+        return cls(mtime, size, tokens, chunks, lines, role, int(parts[6]) if len(parts) > 6 else 1)
+
+    @staticmethod
+    def current(value: str) -> bool:
+        """Whether a stored value is of this format (cheap: read for every file by every update)."""
+        return value.count(":") == 6 and value.endswith(f":{FILE_FORMAT}")
 
     @classmethod
     def of(cls, meta: FileMeta) -> FastMeta:
@@ -77,7 +92,7 @@ class FastMeta:
 
 
 def stamp_role(stamp: str) -> str | None:
-    """The role recorded at the end of a `sys/files/meta` value, or None (indexed before roles)."""
+    """The role recorded after the lines in a `sys/files/meta` value, or None (indexed before roles)."""
     parts = stamp.split(":")
     return parts[5] if len(parts) > 5 and parts[5] else None
 

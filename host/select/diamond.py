@@ -7,10 +7,10 @@ L2  one-hop diffusion: every chunk defining a symbol a core chunk references, ex
     defined in more than `max_definitions` places (`get`, `run` cannot flood the context);
 L2.5 negative selection: the policy decides which dependencies keep their body; the rest are shown
     as skeletons;
-fit exact token counts (the index's tokenizer) in priority order: core bodies (up to the budget's
-    `core` share), dependencies, skeletons of the next-ranked candidates (up to its `skeleton`
-    share), bodies for the best skeletons while they fit, then more skeletons; a
-    definition inside a body already shown is never repeated;
+fit exact token counts (the index's tokenizer; stored with each chunk) in priority order: core
+    bodies (up to the budget's `core` share), dependencies, skeletons of the next-ranked
+    candidates (up to its `skeleton` share), bodies for the best skeletons while they fit, then
+    more skeletons; a definition inside a body already shown is never repeated;
 evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
     bodies of test chunks that reference a symbol a selected body defines, most such symbols
     first, within `EVIDENCE_SHARE` of the budget;
@@ -120,7 +120,7 @@ class _Pipeline:
             return None
         known = self._candidates.get(row)
         if known is None:
-            counter = self.index.counter
+            body_tokens, skeleton_tokens = self.index.chunk_tokens(chunk)
             known = self._candidates[row] = Candidate(
                 id=chunk.id,
                 path=chunk.path,
@@ -128,8 +128,8 @@ class _Pipeline:
                 kind=chunk.kind.value,
                 skeleton=chunk.skeleton,
                 score=round(float(self.ranking.scores[row]), 6),
-                body_tokens=counter.count(chunk.body),
-                skeleton_tokens=counter.count(chunk.skeleton),
+                body_tokens=body_tokens,
+                skeleton_tokens=skeleton_tokens,
                 mentioned=row in self.ranking.mentioned,
             )
         return known if referenced_by == 0 else known.model_copy(update={"referenced_by": referenced_by})
