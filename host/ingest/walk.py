@@ -24,8 +24,10 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:  # imported by the walk itself: a `select` on an indexed store never walks
+    import pathspec
 
 __all__ = ["ALWAYS_IGNORED", "FoundFile", "SkipReason", "Skipped", "WalkResult", "walk_roots"]
 
@@ -87,6 +89,8 @@ def _load_gitignore(directory: str | Path, folder_rel: str, lead: str = "") -> _
             text = handle.read()
     except OSError:
         return None
+    import pathspec
+
     spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
     return _Ignore(folder_rel, spec, lead) if len(spec.patterns) else None
 
