@@ -275,6 +275,28 @@ def test_batch_writes_everything_on_success(store: Store, second: Store) -> None
         assert reader.smembers("s") == {"new1", "new2"}
 
 
+def test_batch_adds_to_and_removes_from_many_sets_at_once(store: Store, second: Store) -> None:
+    """S4 batch: `sadd_each`/`srem_each` write many sets in one go (1,200 keys: more than one
+    type-check query), equal to a `sadd`/`srem` per key; a key of another type fails the batch."""
+    store.sadd("s/0", "old", "kept")
+    many = {f"s/{n}": [f"m{n}", f"m{n + 1}"] for n in range(1200)}
+    with store.batch() as batch:
+        batch.srem_each({"s/0": ["old"], "s/none": ["x"]})
+        batch.sadd_each(many)
+        batch.sadd_each({})
+        batch.srem_each({"s/1": []})
+    for reader in (store, second):
+        assert reader.smembers("s/0") == {"kept", "m0", "m1"}
+        assert reader.smembers("s/1199") == {"m1199", "m1200"}
+        assert len(_keys(reader, "s/")) == 1200
+    store.hset("s/h", {"f": "v"})
+    with pytest.raises(StoreError, match=r"holds a hash|WRONGTYPE"), store.batch() as batch:
+        batch.sadd_each({**many, "s/h": ["m"]})
+    with pytest.raises(StoreError), store.batch() as batch:
+        batch.srem_each({"s/h": ["f"]})
+    assert store.hgetall("s/h") == {"f": "v"}
+
+
 def test_batch_writes_nothing_when_the_block_raises(store: Store, second: Store) -> None:
     """S4 batch: an exception inside the block leaves the state as it was, and is re-raised."""
     store.set("gone", "x")

@@ -175,10 +175,8 @@ class _Pending:
         if self.dead_files:
             batch.hdel(keys.FILES_META, *sorted(self.dead_files))
             batch.hdel(FILES, *sorted(self.dead_files))
-        for symbol, ids in self.symbols_remove.items():
-            batch.srem(keys.symbol_key(symbol), *sorted(ids))
-        for symbol, ids in self.symbols_add.items():
-            batch.sadd(keys.symbol_key(symbol), *sorted(ids))
+        batch.srem_each({keys.symbol_key(s): sorted(ids) for s, ids in self.symbols_remove.items() if ids})
+        batch.sadd_each({keys.symbol_key(s): sorted(ids) for s, ids in self.symbols_add.items() if ids})
         for name, mapping in (
             (keys.CHUNKS, self.chunks),
             (keys.HANDLES, self.handles),
@@ -642,8 +640,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             for name, mapping in rekeyed.items():
                 for part in _parts(mapping):
                     batch.hset(name, part)
-            for symbol, members in sorted(symbols.items()):
-                batch.sadd(keys.symbol_key(symbol), *sorted(members))
+            batch.sadd_each({keys.symbol_key(s): sorted(members) for s, members in sorted(symbols.items())})
             batch.set(keys.INDEX_META, moved_meta.model_dump_json())
         self.progress("rebase", 1, 1)
 

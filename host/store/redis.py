@@ -139,6 +139,14 @@ class RedisBatch:
         if members:
             self._pipe.srem(key, *members)
 
+    def sadd_each(self, members: Mapping[str, Iterable[str]]) -> None:
+        for key, values in members.items():
+            self.sadd(key, *values)
+
+    def srem_each(self, members: Mapping[str, Iterable[str]]) -> None:
+        for key, values in members.items():
+            self.srem(key, *values)
+
 
 class RedisStore:
     """The Store protocol over a Redis server (`redis://[user:password@]host:port/db`, or `rediss://`)."""

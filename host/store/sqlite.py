@@ -188,6 +188,12 @@ class SqliteBatch:
     def srem(self, key: str, *members: str) -> None:
         self._store._srem(key, members)
 
+    def sadd_each(self, members: Mapping[str, Iterable[str]]) -> None:
+        self._store._set_rows("sadd", "INSERT OR IGNORE INTO sets (key, member) VALUES (?, ?)", members)
+
+    def srem_each(self, members: Mapping[str, Iterable[str]]) -> None:
+        self._store._set_rows("srem", "DELETE FROM sets WHERE key = ? AND member = ?", members)
+
 
 class SqliteStore:
     """The Store protocol over one SQLite file (created with its parent directory when missing)."""
@@ -510,6 +516,26 @@ class SqliteStore:
         with self._write("srem") as conn:
             self._expect(conn, key, "set")
             conn.executemany("DELETE FROM sets WHERE key = ? AND member = ?", rows)
+
+    def _set_rows(self, what: str, statement: str, members: Mapping[str, Iterable[str]]) -> None:
+        """One statement over the members of many sets, after one type check of all their keys."""
+        rows = [(key, member) for key, values in members.items() for member in values]
+        if not rows:
+            return
+        with self._write(what) as conn:
+            for part in _chunks(list(members)):
+                marks = ",".join("?" * len(part))
+                row = conn.execute(
+                    f"SELECT key, 'string' FROM strings WHERE key IN ({marks}) UNION ALL "
+                    f"SELECT key, 'hash' FROM hashes WHERE key IN ({marks}) LIMIT 1",
+                    (*part, *part),
+                ).fetchone()
+                if row is not None:
+                    raise StoreError(
+                        f"the key {row[0]!r} in {self._path} holds a {row[1]}, not a set; "
+                        "a key keeps one type (delete it first to change its type)"
+                    )
+            conn.executemany(statement, rows)
 
     # -- keys -----------------------------------------------------------------------------------
 
