@@ -115,8 +115,25 @@ def test_a_stamp_without_a_role_still_decodes() -> None:
         None,
     )
     assert fast.encode() == "12:34:5:6:7"
-    assert FastMeta(1, 2, 3, 4, 5, "test").encode() == "1:2:3:4:5:test"
+    assert FastMeta(1, 2, 3, 4, 5, "test", format=1).encode() == "1:2:3:4:5:test"
     assert stamp_role("1:2:3:4:5") is None and stamp_role("1:2:3:4:5:docs") == "docs"
+    assert FastMeta.decode("1:2:3:4:5:test").format == 1
+
+
+def test_a_stamp_ends_with_its_format_after_the_role() -> None:
+    """Issue 20: the current form is `...:lines:role:format` (role empty when unknown); only it is
+    current, so a file recorded in an older form is read again."""
+    assert FastMeta(1, 2, 3, 4, 5, "test").encode() == "1:2:3:4:5:test:2"
+    assert FastMeta(1, 2, 3, 4, 5).encode() == "1:2:3:4:5::2"
+    assert FastMeta.decode("1:2:3:4:5::2") == FastMeta(1, 2, 3, 4, 5)
+    assert FastMeta.decode("1:2:3:4:5:docs:2") == FastMeta(1, 2, 3, 4, 5, "docs")
+    assert stamp_role("1:2:3:4:5::2") is None and stamp_role("1:2:3:4:5:docs:2") == "docs"
+    assert [FastMeta.current(v) for v in ("1:2:3:4:5::2", "1:2:3:4:5:x:2", "1:2:3:4:5:x", "1:2:3:4:5")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_a_gitattributes_change_re_reads_the_roles(repo: Path, tmp_path: Path) -> None:

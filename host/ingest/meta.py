@@ -71,8 +71,10 @@ class FastMeta:
         return f"{self.mtime_ns}:{self.size}"
 
     def encode(self) -> str:
-        role = self.role or ""
-        return f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}:{role}:{self.format}"
+        head = f"{self.mtime_ns}:{self.size}:{self.tokens}:{self.chunks}:{self.lines}"
+        if self.format == 1:  # the form of a value written before formats, as it was read
+            return f"{head}:{self.role}" if self.role else head
+        return f"{head}:{self.role or ''}:{self.format}"
 
     @classmethod
     def decode(cls, value: str) -> FastMeta:
