@@ -4,7 +4,8 @@
 latest input, already scaffolded), then:
 1. broad recall: BM25 over the session's pages by the focus keywords (`PageSearch`);
 2. precision against summaries: each recalled page is re-scored by how much of the focus its
-   summary and keywords cover; within `hot_ratio` of the best and among the first `max_hot` it is
+   summary and keywords cover (each term weighted by its rarity), scaled down for a page that says
+   little, up for a turn by a speaker the focus names; within `hot_ratio` of the best and among the first `max_hot` it is
    Hot (injected in Detail), the next `max_indexed` are Indexed (shown as their summary);
 3. physical addressing: the blocks the session was given are searched with the keywords (P16);
    pieces not yet materialized become speculative draft candidates, shown in Detail when their
@@ -41,7 +42,7 @@ from pagedctx.protocol.render import timeline_key
 
 __all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms", "focus_words"]
 
-RECENCY = 0.15
+SPEAKER = 0.5  # a turn by a person the question names gains this share of its relevance
 DIGEST = 0.5
 HOT_NODE_TOKENS = 22  # a dense <Node> around a page's text, about
 NEIGHBOUR = 0.25  # of a turn's relevance its neighbours get
@@ -192,6 +193,19 @@ def _informativeness(search: PageSearch, page_id: str) -> float:
     return float(min(1.0, len(search.terms_of(page_id)) / INFORMATIVE_TERMS) ** 0.5)
 
 
+def _named_speaker(state: SessionState, page_id: str, focus: set[str]) -> bool:
+    """A turn of the history whose speaker the focus names ("What did Tim read?": Tim's turns).
+
+    A speaker's name is on a large share of the turns, so it weighs little in search and coverage
+    (rarity); yet a question about a person is answered in that person's own words more often than
+    in anyone else's."""
+    page = state.pages[page_id]
+    if not isinstance(page, OriginalPage) or page.origin is not Origin.HISTORY or ": " not in page.content:
+        return False
+    named = terms(page.content.split(": ", 1)[0])
+    return bool(named) and set(named) <= focus
+
+
 def _signature(state: SessionState, page_id: str) -> tuple[str, str]:
     """What a page says, word for word (case and spacing aside)."""
     page = state.pages[page_id]
@@ -240,12 +254,11 @@ def address(
     max_hot = cfg.max_hot if cfg.max_hot is not None else DEFAULT_MAX_HOT
     keywords = focus_terms(intent, head, cfg.head_terms)
     focus = set(keywords)
-    recalled = [(pid, s) for pid, s in search.top(keywords, 4 * (max_hot + cfg.max_indexed) + 8)]
+    # Enough to fill the allowance for history turns even with the shortest turns (a node's markup).
+    limit = max(4 * (max_hot + cfg.max_indexed) + 8, (cfg.hot_tokens or 0) // HOT_NODE_TOKENS)
+    recalled = [(pid, s) for pid, s in search.top(keywords, limit)]
     recalled = [(pid, s) for pid, s in recalled if pid in state.pages]
     best = max((s for _, s in recalled), default=0.0)
-    # P7: among pages about the same thing the latest counts most (a fact updated later wins).
-    by_time = sorted((pid for pid, _ in recalled), key=lambda pid: (state.pages[pid].timestamp, pid))
-    recency = {pid: (n + 1) / len(by_time) for n, pid in enumerate(by_time)}
     weights = _term_weights(search, keywords)
     combined = {
         pid: round(
@@ -253,9 +266,9 @@ def address(
                 0.5 * (s / best if best else 0.0)
                 + 0.25 * search.coverage(pid, focus)
                 + 0.25 * _weighted_coverage(search, pid, weights)
-                + RECENCY * recency[pid]
             )
-            * _informativeness(search, pid),
+            * _informativeness(search, pid)
+            * (1 + SPEAKER * _named_speaker(state, pid, focus)),
             6,
         )
         for pid, s in recalled
@@ -264,7 +277,10 @@ def address(
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
-    ranked = _distinct(state, sorted(combined, key=lambda pid: (-combined[pid], pid)))
+    # P7: among pages of equal relevance the latest first (a fact said again later wins the tie).
+    pages = state.pages
+    latest_first = sorted(combined, key=lambda pid: timeline_key(pages[pid].timestamp, pid), reverse=True)
+    ranked = _distinct(state, sorted(latest_first, key=lambda pid: -combined[pid]))
     hot = _hot(state, ranked, combined, max_hot, cfg)
     indexed = tuple(pid for pid in ranked if pid not in hot and not _spare_turn(state, pid, cfg))[
         : cfg.max_indexed

@@ -54,7 +54,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-HOT_SHARE = 0.8  # of the budget, at most, for history turns the router shows in Detail
+HOT_SHARE = 0.95  # of the budget less the frame, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
@@ -127,15 +127,16 @@ class SessionParts:
     consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
 
 
-def _router_config(config: RouterConfig, budget: Budget) -> RouterConfig:
+def _router_config(config: RouterConfig, budget: Budget, frame: int = 0) -> RouterConfig:
     """The router's settings for a session: the budget's `max_hot` unless set, and history turns in
-    Detail past it within `HOT_SHARE` of the budget (issue 19: the rest is the frame, the trace and
-    what the worker zooms into; governance keeps the best that fit)."""
+    Detail past it within `HOT_SHARE` of the budget less the `frame` (issue 19: the rest is the
+    trace and what the worker zooms into; governance keeps the best that fit and lets the far field
+    and the latest segments go first)."""
     update: dict[str, int] = {}
     if config.max_hot is None:
         update["max_hot"] = budget.max_hot
     if config.hot_tokens is None:
-        update["hot_tokens"] = int(budget.total * HOT_SHARE)
+        update["hot_tokens"] = max(0, int(budget.total * HOT_SHARE) - frame)
     return config.model_copy(update=update) if update else config
 
 
@@ -328,10 +329,10 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
     worker_steps: list[TraceStep] = []
     addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
-    router_config = _router_config(parts.router, request.budget)
+    frame = _frame_tokens(request, parts.counter)
+    router_config = _router_config(parts.router, request.budget, frame)
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
-    frame = _frame_tokens(request, parts.counter)
     recorder = TraceRecorder()  # the trace's digest and page lines, from what each round changed
     node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
     pending: Pending | None = None  # a merge the Consolidator works on while the round runs
