@@ -5,8 +5,9 @@ latest input, already scaffolded), then:
 1. broad recall: BM25 over the session's pages by the focus keywords (`PageSearch`);
 2. precision against summaries: each recalled page is re-scored by how much of the focus its
    summary and keywords cover (each term weighted by its rarity), scaled down for a page that says
-   little, up for a turn by a speaker the focus names; within `hot_ratio` of the best and among the first `max_hot` it is
-   Hot (injected in Detail), the next `max_indexed` are Indexed (shown as their summary);
+   little, up for a turn by a speaker the focus names; within `hot_ratio` of the best and among
+   the first `max_hot` it is Hot (injected in Detail), the next `max_indexed` are Indexed (shown
+   as their summary);
 3. physical addressing: the blocks the session was given are searched with the keywords (P16);
    pieces not yet materialized become speculative draft candidates, shown in Detail when their
    relevance reaches `draft_detail`, else in Summary;
