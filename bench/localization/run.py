@@ -277,15 +277,19 @@ def fill_chunks(corpus: Corpus, ranking: list[int], budget: int) -> Picked:
     return picked
 
 
-def load_ours() -> Callable[[Index, str, Budget], Any] | None:
+def load_ours(options: str = "") -> Callable[[Index, str, Budget], Any] | None:
+    """`select_context`, with `SelectOptions` from a JSON object when given (ablations)."""
     try:
-        from pagedctx.host.select import select_context
+        from pagedctx.host.select import SelectOptions, select_context
     except ImportError as error:
         print(
             f"!! selector `ours` skipped: pagedctx.host.select is not importable ({error})", file=sys.stderr
         )
         return None
-    return select_context
+    if not options:
+        return select_context
+    chosen = SelectOptions(**json.loads(options))
+    return lambda index, intent, budget: select_context(index, intent, budget, options=chosen)
 
 
 def pick_ours(select: Callable[[Index, str, Budget], Any], index: Index, intent: str, budget: int) -> Picked:
@@ -432,6 +436,19 @@ def markdown(title: str, summary: dict[str, dict[str, dict[str, float]]], count:
     return "\n".join(lines)
 
 
+def patch_constant(spec: str) -> None:
+    """`module.NAME=number`: replace a numeric module constant (ablations of `ours`)."""
+    import importlib
+
+    target, _, value = spec.partition("=")
+    module_name, _, name = target.rpartition(".")
+    module = importlib.import_module(module_name)
+    if not isinstance(getattr(module, name, None), int | float):
+        raise SystemExit(f"--patch {spec}: {module_name} has no numeric constant {name}")
+    setattr(module, name, type(getattr(module, name))(float(value)))
+    print(f"patched {target} = {getattr(module, name)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
@@ -446,11 +463,25 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of indexed case stores, reused while the index code is unchanged",
     )
     parser.add_argument("--no-index-cache", action="store_true", help="index every case from scratch")
+    parser.add_argument(
+        "--ours-options",
+        default="",
+        help="SelectOptions of `ours` as JSON, for ablations (e.g. '{\"wall_share\": 1.0}')",
+    )
+    parser.add_argument(
+        "--patch",
+        action="append",
+        default=[],
+        help="set a constant of pagedctx for an ablation: module.NAME=number "
+        "(e.g. pagedctx.host.select.rank.ENTRY=0); repeatable",
+    )
     args = parser.parse_args(argv)
+    for patch in args.patch:
+        patch_constant(patch)
     selectors = [s for s in args.selectors.split(",") if s]
     if unknown := set(selectors) - set(SELECTORS):
         parser.error(f"unknown selectors {sorted(unknown)}; known: {', '.join(SELECTORS)}")
-    ours = load_ours() if "ours" in selectors else None
+    ours = load_ours(args.ours_options) if "ours" in selectors else None
     if ours is None:
         selectors = [s for s in selectors if s != "ours"]
     wanted = {r.replace("/", "+") for r in args.repos.split(",") if r}

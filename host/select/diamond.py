@@ -13,7 +13,7 @@ fit exact token counts (the index's tokenizer; stored with each chunk) in priori
     more skeletons; a definition inside a body already shown is never repeated;
 evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
     bodies of test chunks that reference a symbol a selected body defines, most such symbols
-    first, within `EVIDENCE_SHARE` of the budget;
+    first, within `SelectOptions.evidence_share` of the budget (10%);
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.
 
 Everything is deterministic: ties break on chunk ids, and the output is ordered by path and line.
@@ -28,7 +28,7 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
-from pagedctx.host.select.policy import BaselineSelectionPolicy, SelectionPolicy
+from pagedctx.host.select.policy import TYPE_KINDS, BaselineSelectionPolicy, SelectionPolicy
 from pagedctx.host.select.rank import Ranking, rank
 from pagedctx.host.select.selection import (
     Candidate,
@@ -44,7 +44,9 @@ from pagedctx.protocol.budget import Budget
 __all__ = ["select_context"]
 
 _OFFERED = 60  # candidates shown to the L1 decider (a model reads their skeletons)
-EVIDENCE_SHARE = 0.1  # of the budget: tests that exercise the selected code, after the source
+_CHEAP_BODY = 1.5  # an L2 body within this factor (+ 20 tokens) of its skeleton is taken at once
+_UPGRADE_RATIO = 0.25  # of the best core score: a skeleton under it is upgraded after the last skeletons
+_MEMBER_RATIO = 0.5  # a class too big to show whole: its members scoring this share of its score
 _EVIDENCE_SYMBOLS = 40  # a symbol used by more chunks than this says little about what a test checks
 
 
@@ -77,8 +79,9 @@ def select_context(
     if catalog is None:
         catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
-    ranking = rank(catalog, intent, scope)
-    return _Pipeline(index, catalog, ranking, chosen, options or SelectOptions()).run(intent, budget)
+    options = options or SelectOptions()
+    ranking = rank(catalog, intent, scope, roles=options.file_roles)
+    return _Pipeline(index, catalog, ranking, chosen, options).run(intent, budget)
 
 
 class _Pipeline:
@@ -149,19 +152,27 @@ class _Pipeline:
         core_candidates = [c for r in core if (c := self.candidate(r)) is not None]
         keep = self.policy.keep_bodies(intent, core_candidates, dep_candidates) if dep_candidates else set()
         self._fit_core(core, budget.core_tokens)
-        for row in dependencies:
-            mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
-            self._add(row, mode, "l2") or (mode == "body" and self._add(row, "skeleton", "l2"))
+        compete = self.options.l2_compete
+        if not compete:
+            for row in dependencies:
+                self._dependency(row, keep)
         self._load(ranked)
         first_limit = self.used + budget.skeleton_tokens
-        for row in ranked:  # skeletons of the next candidates, up to their share of the budget
-            self._add(row, "skeleton", "l1", limit=first_limit)
-        for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
-            if self.picks.get(row) is not None and self.picks[row].mode == "skeleton":
-                self._upgrade(row)
+        queue = [(row, False) for row in ranked]
+        if compete:  # dependencies take their place among the candidates by score
+            queue += [(row, True) for row in dependencies]
+            queue.sort(key=lambda item: (-self.ranking.scores[item[0]], item[0], not item[1]))
+        for row, is_dependency in queue:  # skeletons of the next candidates, up to their share
+            if is_dependency:
+                self._dependency(row, keep, limit=first_limit)
+            elif not self._wall(self._tokens(row, "skeleton") or 0) or row in self.ranking.mentioned:
+                self._add(row, "skeleton", "l1", limit=first_limit)
+        floor = _UPGRADE_RATIO * max((self.ranking.scores[r] for r in core), default=0.0)
+        self._upgrades(floor if self.options.l2_compete else 0.0, walls=False)
         self._evidence()
         for row in ranked:  # then whatever still fits
             self._add(row, "skeleton", "l1")
+        self._upgrades(0.0, walls=True)
         full_files = self._promote()
         return self._selection(full_files)
 
@@ -189,7 +200,7 @@ class _Pipeline:
         """Tests exercising the selected bodies (see the module docstring); none when the ranking
         already admits tests, or the index recorded no roles."""
         roles = self.ranking.roles
-        if roles is None or "test" in self.ranking.wanted:
+        if roles is None or "test" in self.ranking.wanted or self.options.evidence_share <= 0:
             return
         test = ROLES.index("test")
         hits: dict[int, int] = {}
@@ -203,17 +214,62 @@ class _Pipeline:
                         hits[user] = hits.get(user, 0) + 1
         if not hits:
             return
-        limit = self.used + EVIDENCE_SHARE * self.budget
+        limit = self.used + self.options.evidence_share * self.budget
         self._load(hits)
         lexical = self.ranking.lexical
         for row in sorted(hits, key=lambda r: (-hits[r], -lexical[r], r)):
             self._add(row, "body", "evidence", limit=limit)
+
+    def _dependency(self, row: int, keep: set[str], limit: float | None = None) -> None:
+        """An L2 row: its body when the policy keeps it and it is free (`_free`), else its skeleton;
+        nothing when even that is a wall."""
+        mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
+        if mode == "body" and (self._wall(self._tokens(row, "body") or 0) or not self._free(row)):
+            mode = "skeleton"  # its body competes with the others' in the upgrades
+        if mode == "skeleton" and self._wall(self._tokens(row, "skeleton") or 0):
+            return
+        self._add(row, mode, "l2", limit) or (mode == "body" and self._add(row, "skeleton", "l2", limit))
+
+    def _free(self, row: int) -> bool:
+        """Whether an L2 body is taken at once: a type's shape, or a body costing about its
+        skeleton; other bodies compete with L1's on their score in the upgrades
+        (`SelectOptions.l2_compete`)."""
+        if not self.options.l2_compete:
+            return True
+        candidate = self.candidate(row)
+        if candidate is None:
+            return False
+        cheap = candidate.body_tokens <= _CHEAP_BODY * candidate.skeleton_tokens + 20
+        return cheap or candidate.kind in TYPE_KINDS
+
+    def _wall(self, tokens: int) -> bool:
+        """Whether one item of this size would take more than its share of the budget."""
+        return tokens > self.options.wall_share * self.budget
+
+    def _children(self, row: int) -> list[int]:
+        """The chunks directly inside a row (a class's methods), best-ranked first."""
+        rows = self.catalog.rows_in_file(int(self.catalog.path_of[row])).tolist()
+        inside = [r for r in rows if int(self.catalog.parent_of[r]) == row]
+        return sorted(inside, key=lambda r: (-self.ranking.scores[r], r))
 
     def _fit_core(self, core: list[int], cap: float) -> None:
         core_body = 0
         for position, row in enumerate(core):
             candidate = self.candidate(row)
             if candidate is None:
+                continue
+            children = self._children(row) if self._wall(candidate.body_tokens) else []
+            if children:  # a wall of a class: its best members' bodies, then its skeleton
+                self._load(children)
+                for child in children:
+                    tokens = self._tokens(child, "body")
+                    relevant = self.ranking.scores[child] >= _MEMBER_RATIO * self.ranking.scores[row]
+                    if tokens is None or self._wall(tokens) or not relevant:
+                        continue
+                    if core_body + tokens <= cap and self._add(child, "body", "l1"):
+                        core_body += tokens
+                if not self._wall(candidate.skeleton_tokens):
+                    self._add(row, "skeleton", "l1")
                 continue
             fits_share = core_body + candidate.body_tokens <= cap or position == 0
             if fits_share and self._add(row, "body", "l1"):
@@ -264,7 +320,20 @@ class _Pipeline:
         self.used += tokens - refund
         return True
 
+    def _upgrades(self, floor: float, *, walls: bool) -> None:
+        """Bodies for the skeletons shown, best score first, while they fit; a skeleton scoring
+        under `floor`, or whose body is a wall (unless `walls`), keeps its place until more
+        skeletons had theirs."""
+        for row in sorted(self.picks, key=lambda r: (-self.ranking.scores[r], r)):
+            pick = self.picks.get(row)
+            if pick is None or pick.mode != "skeleton" or self.ranking.scores[row] < floor:
+                continue
+            if walls or not self._wall(self._tokens(row, "body") or 0):
+                self._upgrade(row)
+
     def _upgrade(self, row: int) -> None:
+        if self._wall(self._tokens(row, "body") or 0) and self._children(row):
+            return  # a class's wall: its members come in on their own
         pick = self.picks[row]
         del self.picks[row]
         self.used -= pick.tokens

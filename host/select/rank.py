@@ -17,6 +17,19 @@ spells the chunk's own name code-like (`test_parse_options`). When no chunk of a
 score (a tree of tests only, an intent that only test names match), every role is ranked, as
 before. Tests may still come in after the source as evidence (diamond.py).
 
+Entry points (issue 18): among the `ENTRY_POOL` best rows, a function through which a request or a
+command enters, known by its name, is multiplied by `1 + ENTRY`: a dispatcher (`__call__`, a
+name led by `dispatch`, `serve`, `handle`, `wsgi`, `asgi`, `invoke`: `wsgi_app`, `ServeHTTP`,
+`handleHTTPRequest`, `dispatch_request`), and a command-line entry (`main`, `run`, `execute`, `cli`)
+only when the intent speaks of the command line (`CLI_WORDS`). Only rows the intent already
+reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated dispatcher stays out.
+
+Siblings: among the same pool, in score order, the members of one owner (the qualified name before
+the last dot, in one file: a class, a Go receiver) after its
+`SIBLINGS_FREE` best are multiplied by `SIBLING` once per member before them (a family of near
+twins such as `GET`, `POST`, `PUT`, ... says one thing once; the next place goes to another
+definition).
+
 All terms are in [0, 1] before weighting; the weights were set on the localization benchmark
 (bench/localization) and are fixed, so a ranking is a pure function of the catalog and the intent.
 
@@ -53,6 +66,15 @@ MENTION = 0.6
 FILE = 0.3
 GRAPH = 0.6
 SEEDS = 20
+ENTRY = 0.5
+ENTRY_POOL = 300
+SIBLING = 0.9
+SIBLINGS_FREE = 3
+_DISPATCH_WORDS = frozenset(["dispatch", "serve", "handle", "wsgi", "asgi", "invoke"])
+_CLI_ENTRY_WORDS = frozenset(["main", "run", "execute", "cli"])
+CLI_WORDS = frozenset(
+    ["cli", "command", "commands", "subcommand", "subcommands", "flag", "flags", "argv", "args", "terminal"]
+)
 ROLE_WORDS: dict[str, frozenset[str]] = {
     "test": frozenset(
         [
@@ -179,7 +201,49 @@ def _role_weights(
     return weight, roles
 
 
-def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
+def is_entry_point(name: str, *, cli: bool) -> bool:
+    """Whether a definition named `name` is a request dispatcher (or, with `cli`, a command entry)."""
+    if name == "__call__":
+        return True
+    words = split_identifier(name)
+    if not words:
+        return False
+    return words[0] in _DISPATCH_WORDS or (cli and words[0] in _CLI_ENTRY_WORDS)
+
+
+def _pool(scores: FloatArray) -> npt.NDArray[np.intp]:
+    """The `ENTRY_POOL` best rows with a positive score (any order)."""
+    pool = np.flatnonzero(scores > 0)
+    if len(pool) > ENTRY_POOL:
+        pool = pool[np.argpartition(-scores[pool], ENTRY_POOL)[:ENTRY_POOL]]
+    return pool
+
+
+def _siblings(catalog: Catalog, scores: FloatArray, pool: npt.NDArray[np.intp]) -> None:
+    """Lower the members of one parent past its best few, in place (see the module docstring)."""
+    seen: dict[tuple[int, str], int] = {}
+    for row in sorted(pool.tolist(), key=lambda r: (-round(float(scores[r]), 9), r)):
+        owner, dot, _ = catalog.qualnames[row].rpartition(".")
+        if not dot:
+            continue
+        family = (int(catalog.path_of[row]), owner)  # a Go method's receiver, a class's members
+        count = seen.get(family, 0)
+        seen[family] = count + 1
+        if count >= SIBLINGS_FREE:
+            scores[row] *= SIBLING ** (count - SIBLINGS_FREE + 1)
+
+
+def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.NDArray[np.intp]) -> None:
+    """Raise the entry points among the best rows, in place (see the module docstring)."""
+    cli = bool({w.lower() for w in re.findall(r"[A-Za-z]+", intent)} & CLI_WORDS)
+    for row in pool.tolist():
+        if catalog.kinds[row] in ("function", "method") and is_entry_point(
+            catalog.qualnames[row].rsplit(".", 1)[-1], cli=cli
+        ):
+            scores[row] *= 1 + ENTRY
+
+
+def rank(catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: bool = True) -> Ranking:
     """Score every chunk of the catalog for the intent (see the module docstring); rows outside
     `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing."""
     n = len(catalog)
@@ -199,8 +263,8 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
     for row, weight in named.items():
         mention[row] = weight
     base = lexical + MENTION * mention
-    wanted = intent_roles(intent)
-    role_weight, roles = _role_weights(catalog, wanted, named, base)
+    wanted = intent_roles(intent) if roles else frozenset(ROLES)
+    role_weight, row_roles = _role_weights(catalog, wanted, named, base)
     if role_weight is not None:
         base = base * role_weight
     else:
@@ -218,4 +282,7 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = ()) -> Ranking:
     if role_weight is not None:
         graph = graph * role_weight  # the walk may pass through tests; only wanted roles are scored
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
-    return Ranking(scores, lexical, frozenset(named), allowed, roles, wanted)
+    pool = _pool(scores)
+    _entry_points(catalog, intent, scores, pool)
+    _siblings(catalog, scores, pool)
+    return Ranking(scores, lexical, frozenset(named), allowed, row_roles, wanted)

@@ -38,6 +38,22 @@ class SelectOptions(BaseModel):
     promote_density: float = Field(
         default=0.5, gt=0, le=1, description="a file whose selected share passes this is included whole"
     )
+    wall_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="one item over this share of the budget is a wall: a class's members come in instead "
+        "of its body, an L2 body becomes its skeleton, a skeleton this big is left out",
+    )
+    evidence_share: float = Field(
+        default=0.1, ge=0, le=1, description="of the budget: tests exercising the selected code, after it"
+    )
+    file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
+    l2_compete: bool = Field(
+        default=True,
+        description="L2 bodies the policy keeps (other than types and bodies about the size of their "
+        "skeleton) start as skeletons and compete with L1's for an upgrade on their score",
+    )
 
 
 class Candidate(BaseModel):
