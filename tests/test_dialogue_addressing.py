@@ -206,3 +206,53 @@ def test_run_json_lists_exactly_the_turns_the_xml_shows(tmp_path: Path) -> None:
         assert set(listed.values()) == set(whole), question
         assert all(whole[page_id] == by_id[turn] for turn, page_id in listed.items()), question
         assert result.tokens <= budget
+
+
+def test_a_question_naming_a_day_finds_the_turns_of_that_day(tmp_path: Path) -> None:
+    """Issue 19 item 2, P7, P8: the date a turn was said is part of what it is found by; "what did
+    Melanie say about the garden on <a day>" ranks that day's garden turn above the others."""
+    turns = _turns(random.Random(4))
+    garden = [t for t in turns if "tomatoes" in t["text"]]
+    assert len(garden) >= 2
+    for n, turn in enumerate(garden):  # not one remark said again (that is shown once, its latest copy)
+        turn["text"] += f" Row {n + 1} most of all."
+    chosen = garden[0]
+    day = datetime.fromisoformat(chosen["timestamp"])
+    question = f"What did they say about the garden on {day:%B} {day.day}, {day.year}?"
+    path = _write(tmp_path / "d.jsonl", turns)
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)), intent=question, budget=Budget(total=1000), counter=COUNTER, now=T0
+    )
+    search = ExpandedSearch()
+    search.add_pages(prepared.state.pages.values())
+    search.set_query(question)
+    plan = address(prepared.state, intent=Intent.of(question), search=search)
+    best = prepared.state.pages[next(iter(plan.relevance))]
+    assert best.timestamp == day and "tomatoes" in getattr(best, "content", "")
+
+
+def test_a_turn_by_the_person_asked_about_ranks_first(tmp_path: Path) -> None:
+    """Issue 19 item 2, P8: the same words said by both speakers; a question naming one of them
+    ranks that speaker's turn first (a name on half the turns weighs little in search alone)."""
+    turns = _turns(random.Random(5), sessions=4)
+    said = "I started playing acoustic guitar again, mostly folk songs in the evenings."
+    for n, turn in enumerate(t for t in turns if t["text"] == said):
+        turn["text"] = said.replace("mostly", "mostly old" if n else "mostly")
+    path = _write(tmp_path / "d.jsonl", turns)
+    speakers = {t["speaker"] for t in turns if t["text"].startswith("I started playing")}
+    assert speakers == {"Caroline", "Melanie"}
+    for speaker in sorted(speakers):
+        question = f"Does {speaker} play the guitar?"
+        prepared = prepare(
+            SessionInputs(dialogues=(path,)),
+            intent=question,
+            budget=Budget(total=1000),
+            counter=COUNTER,
+            now=T0,
+        )
+        search = ExpandedSearch()
+        search.add_pages(prepared.state.pages.values())
+        search.set_query(question)
+        plan = address(prepared.state, intent=Intent.of(question), search=search)
+        best = getattr(prepared.state.pages[next(iter(plan.relevance))], "content", "")
+        assert best.startswith(f"{speaker}: I started playing")

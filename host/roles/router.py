@@ -30,6 +30,7 @@ from pagedctx.errors import PagedctxError
 from pagedctx.host.blocks.base import BlockProvider, TakenIds, materialize
 from pagedctx.host.records.memory import Memory, MemoryItem
 from pagedctx.host.select.policy import BASELINE_POLICY
+from pagedctx.host.text.dates import date_terms, is_date_term
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.keywords import to_keywords
 from pagedctx.host.text.page_search import PageSearch
@@ -99,8 +100,9 @@ def focus_words(intent: Intent, head: str = "", head_terms: int = 6) -> list[str
 
 
 def focus_terms(intent: Intent, head: str = "", head_terms: int = 6) -> list[str]:
-    """The focus keywords: the tail's terms, then a few of the head's (P8 intent anchoring)."""
-    tail = list(intent.terms)
+    """The focus keywords: the tail's terms and the dates it names (`dates.date_terms`), then a few
+    of the head's terms (P8 intent anchoring)."""
+    tail = list(intent.terms) + [t for t in date_terms(intent.text) if t not in intent.terms]
     extra = [t for t in dict.fromkeys(terms(head)) if t not in tail][:head_terms]
     return tail + extra
 
@@ -191,7 +193,8 @@ def _weighted_coverage(search: PageSearch, page_id: str, weights: dict[str, floa
 def _informativeness(search: PageSearch, page_id: str) -> float:
     """1 for a page that says something, less for one with few content terms ("Wow, thanks!"):
     a short remark that happens to name a focus word ranks below a turn about it."""
-    return float(min(1.0, len(search.terms_of(page_id)) / INFORMATIVE_TERMS) ** 0.5)
+    said = sum(not is_date_term(t) for t in search.terms_of(page_id))
+    return float(min(1.0, said / INFORMATIVE_TERMS) ** 0.5)
 
 
 def _named_speaker(state: SessionState, page_id: str, focus: set[str]) -> bool:

@@ -16,8 +16,9 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from pagedctx.host.text.dates import timestamp_terms
 from pagedctx.host.text.terms import terms
-from pagedctx.pages import Page
+from pagedctx.pages import Origin, Page
 
 __all__ = ["PageSearch", "page_terms"]
 
@@ -26,10 +27,15 @@ B = 0.75
 
 
 def page_terms(page: Page) -> list[str]:
-    """What a page is recalled by: its keywords (twice), its summary, and an Original's content."""
+    """What a page is recalled by: its keywords (twice), its summary, an Original's content, and for
+    a turn of the history the date it was said (`dates.timestamp_terms`: "what did she say on 16
+    June?" finds the turns of that day)."""
     keyword_terms = terms(" ".join(page.keywords))
     content = getattr(page, "content", "")
-    return keyword_terms + keyword_terms + terms(page.summary) + (terms(content) if content else [])
+    said = terms(content) if content else []
+    if content and page.origin is Origin.HISTORY:
+        said += timestamp_terms(page.timestamp)
+    return keyword_terms + keyword_terms + terms(page.summary) + said
 
 
 class PageSearch:
