@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pagedctx.errors import TokenizerError
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, TokenCounter, token_counter
@@ -20,6 +22,36 @@ def test_default_counter_is_offline_cl100k_and_exact() -> None:
     assert counter.count("") == 0
     assert counter.count("<|endoftext|>") == 7  # special tokens count as plain text
     assert counter.count("a\ud800b") >= 2  # lone surrogates do not raise
+
+
+_CODE_LIKE = st.lists(
+    st.sampled_from(
+        [
+            *"\n\n\n\r \t  ab'sXy1234():.,;#\"{}[]=_-+",
+            *"\x0b\x0c\x1c\x85\u00a0\u2028\u3000\u00e9\u4e2d\U0001f642",
+            *["'s", "'ll", "\r\n", "    ", "def ", "return ", "\ud800", "\n\n    "],
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_CODE_LIKE)
+def test_line_blocks_sum_to_the_whole_count(text: str) -> None:
+    """Issue 20: cl100k counts add up over line blocks, so a file's count and its chunks' counts
+    share the work; a sum is always the count of the whole text (exact, not an estimate)."""
+    counter = token_counter()
+    assert counter.line_additive, "the installed cl100k pattern text is not the one checked"
+    count = counter.line_counter()
+    assert count(text) == count(text) == counter.count(text)
+
+
+def test_a_tokenizer_without_line_sums_counts_whole_texts() -> None:
+    counter = CachedCounter("t", len)
+    assert not counter.line_additive
+    assert counter.line_counter() == counter.count
+    assert counter.line_counter()("ab\ncd") == 5
 
 
 def test_counts_are_cached_including_long_texts() -> None:

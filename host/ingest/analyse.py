@@ -90,27 +90,31 @@ def analyse(task: Task) -> Analysis:
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
     counter = _counter(task.tokenizer)
-    chunks = [
-        c.model_copy(
-            update={
-                "body_tokens": counter.count(c.body),
-                "skeleton_tokens": counter.count(c.skeleton),
-                "counted_by": task.tokenizer,
-            }
-        )
-        for c in parsed.chunks
-    ]
+    count = counter.line_counter()  # the file and its bodies share their lines: each counted once
     return Analysis(
         task.rel,
         sha256=digest,
         language=parsed.language,
-        tokens=counter.count(text),
+        tokens=count(text),
         lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
-        chunks=tuple((c.id, c.model_dump_json(), c.symbols_defined) for c in chunks),
+        chunks=tuple(
+            (c.id, _counted(c, count, counter, task.tokenizer), c.symbols_defined) for c in parsed.chunks
+        ),
         errors=parsed.errors,
-        derived=task.derive(task.rel, chunks) if task.derive is not None else None,
+        derived=task.derive(task.rel, parsed.chunks) if task.derive is not None else None,
         role=role,
     )
+
+
+def _counted(chunk: Chunk, count: Callable[[str], int], counter: CachedCounter, tokenizer: str) -> str:
+    """The chunk's JSON with the counts of its body and skeleton (the copy is not kept: one large
+    file holds hundreds of thousands of chunks)."""
+    counts = {
+        "body_tokens": count(chunk.body),
+        "skeleton_tokens": counter.count(chunk.skeleton),
+        "counted_by": tokenizer,
+    }
+    return chunk.model_copy(update=counts).model_dump_json()
 
 
 def analyse_all(tasks: Sequence[Task], *, workers: int | None = None) -> Iterator[Analysis]:
