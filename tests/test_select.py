@@ -21,7 +21,14 @@ from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.select import SelectOptions, select_context
-from pagedctx.host.select.catalog import _MEMO, GRACE_SECONDS, build_catalog, catalog_dir, load_catalog
+from pagedctx.host.select.catalog import (
+    _MEMO,
+    GRACE_SECONDS,
+    build_catalog,
+    catalog_dir,
+    file_part,
+    load_catalog,
+)
 from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
 from pagedctx.host.select.selection import Candidate, Selection
 from pagedctx.host.store.url import open_store
@@ -71,6 +78,20 @@ def test_terms_keep_the_whole_identifier_and_drop_stopwords() -> None:
 
 
 # --- catalog -------------------------------------------------------------------------------------------
+
+
+def test_a_file_part_keeps_each_symbol_once_in_order() -> None:
+    """S5 L0: a chunk record's symbols become sorted unique lists, whether or not they came so."""
+    record = {"id": "a.py::f", "qualname": "f", "kind": "function", "start_line": 1, "end_line": 2}
+    record |= {"name": "f", "skeleton": "def f(): ...", "parent": None}
+    given_sorted = file_part(
+        "a.py", "", [record | {"symbols_referenced": ["a", "b"], "symbols_defined": ["f"]}]
+    )
+    unsorted = file_part(
+        "a.py", "", [record | {"symbols_referenced": ["b", "a", "b"], "symbols_defined": []}]
+    )
+    assert (given_sorted.refs, given_sorted.defined) == ([["a", "b"]], [["f"]])
+    assert (unsorted.refs, unsorted.defined) == ([["a", "b"]], [[]])
 
 
 def test_catalog_holds_every_chunk_and_the_symbol_graph(index: Index) -> None:

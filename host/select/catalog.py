@@ -32,6 +32,7 @@ import bisect
 import contextlib
 import hashlib
 import json
+import operator
 import os
 import re
 import shutil
@@ -143,6 +144,13 @@ def _stamp_tokens(stamp: str) -> int:
     return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
 
 
+def _sorted_unique(names: Sequence[str]) -> list[str]:
+    """The names sorted, each once (the chunker writes them so: checked at C speed, then kept)."""
+    if all(map(operator.lt, names, names[1:])):
+        return list(names)
+    return sorted(set(names))
+
+
 def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> FilePart:
     """The contribution of a file from its stored chunk records (parsed JSON)."""
     records = sorted(chunks, key=lambda c: str(c["id"]))
@@ -160,8 +168,8 @@ def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> Fil
         parent=[local.get(c["parent"], -1) if c.get("parent") else -1 for c in records],
         head=[dict(Counter(head_terms(c["name"], c["qualname"], path, c["skeleton"]))) for c in records],
         body=[dict(Counter(identifier_terms(c.get("symbols_referenced", ())))) for c in records],
-        refs=[sorted(set(c.get("symbols_referenced", ()))) for c in records],
-        defined=[sorted(set(c.get("symbols_defined", ()))) for c in records],
+        refs=[_sorted_unique(c.get("symbols_referenced", ())) for c in records],
+        defined=[_sorted_unique(c.get("symbols_defined", ())) for c in records],
     )
 
 
