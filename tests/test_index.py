@@ -18,6 +18,7 @@ from pagedctx.host.ingest import analyse as analyse_module
 from pagedctx.host.ingest import index as index_module
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.select.catalog import load_catalog
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 
@@ -385,6 +386,24 @@ def test_cli_index_and_status(repo: Path, tmp_path: Path) -> None:
     missing = runner.invoke(app, ["index", str(tmp_path / "nope"), "--store", store])
     assert missing.exit_code == 2
     assert "not a directory" in missing.output
+
+
+def test_cli_index_saves_the_catalog_it_followed(repo: Path, tmp_path: Path, pagedctx_home: Path) -> None:
+    """Issue 20: a library update follows the catalog in memory (a snapshot only every 32 files);
+    `pagedctx index` saves the snapshot it moved, so a fresh `select` need not follow it again."""
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    assert "snapshot written" in runner.invoke(app, ["index", str(repo), "--store", store]).output
+    index = Index.open(store)
+    write(repo / "app" / "helpers.py", HELPERS + "\n\ndef more(): pass\n")
+    index.update([repo])
+    _, followed = load_catalog(index)
+    assert (followed.source, followed.files, followed.saved) == ("followed", 1, False)
+    again = runner.invoke(app, ["index", str(repo), "--store", store])
+    assert (
+        again.exit_code == 0 and "catalog: memory in" in again.output and "snapshot written" in again.output
+    )
+    assert "snapshot written" not in runner.invoke(app, ["index", str(repo), "--store", store]).output
 
 
 def test_cli_index_uses_pagedctx_home_by_default(

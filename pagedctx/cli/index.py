@@ -75,10 +75,11 @@ def index(
 
 
 def _warm_selection(idx: Index, parts: CollectedParts) -> str:
-    """Build or follow the selection catalog now, so the first `pagedctx select` does not pay for it."""
+    """Build or follow the selection catalog now, and save it when it moved (issue 20): every later
+    `pagedctx select` in a fresh process starts from it, not from an older snapshot it must follow."""
     from pagedctx.host.select.catalog import load_catalog
 
-    _, load = load_catalog(idx, parts=parts.parts)
+    _, load = load_catalog(idx, parts=parts.parts, persist=True)
     files = f", {load.files} file(s) applied" if load.source in {"followed", "disk"} else ""
     saved = ", snapshot written" if load.saved else ""
     return f"{load.source} in {load.seconds:.2f} s{files}{saved}"
