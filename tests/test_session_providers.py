@@ -488,6 +488,22 @@ def test_materialize_atomic_to_original_and_structured_to_consolidated(tmp_path:
     assert isinstance(empty_page, ConsolidatedPage) and empty_page.source_ids == (empty.root,)
 
 
+def test_a_dialogue_turn_gets_a_shorter_id_widened_on_collision(tmp_path: Path) -> None:
+    """P1, issue 19: a turn's page id is 5 hex digits of its handle's hash (a turn is short, its id
+    a large share of what it costs shown), one digit wider per collision; the dialogue's own page
+    keeps 8."""
+    dialogue = DialogueProvider.from_jsonl(write_jsonl(tmp_path / "chat.jsonl", TURNS), COUNTER)
+    root = dialogue.piece(dialogue.root)
+    assert root is not None
+    taken: set[str] = set()
+    assert len(materialize(root, taken=taken, depth=0).id) == 8
+    turn = dialogue.children(dialogue.root)[0]
+    base = materialize(turn, taken=taken, depth=1)
+    assert base.id == short_hash(turn.handle, min_length=5)
+    wider = materialize(turn, taken=taken, depth=1)
+    assert wider.id == short_hash(turn.handle, min_length=6) and wider.id.startswith(base.id)
+
+
 def test_materialized_ids_widen_on_collision() -> None:
     """P1/P3: the page id is the short hash of the handle, one digit wider per collision."""
     piece = StreamProvider.from_text("w.log", "one line\n", COUNTER, timestamp=MTIME).pieces()[0]

@@ -78,7 +78,7 @@ def _coverage(text: str, focus: set[str]) -> float:
     return len(words & focus) / len(focus)
 
 
-_CITES = re.compile(r"\[[0-9a-f]{8}\](?:\s|$)")  # a page cited the way this worker's answers cite
+_CITES = re.compile(r"\[[0-9a-f]{4,64}\](?:\s|$)")  # a page cited the way this worker's answers cite
 _VALUE = re.compile(r"\b(?:[A-Z][\w-]*|\w*\d[\w:.-]*)")
 
 
