@@ -165,7 +165,7 @@ class _Pipeline:
         for row, is_dependency in queue:  # skeletons of the next candidates, up to their share
             if is_dependency:
                 self._dependency(row, keep, limit=first_limit)
-            elif not self._wall(self._tokens(row, "skeleton") or 0) or row in self.ranking.mentioned:
+            elif not self._skeleton_wall(self._tokens(row, "skeleton") or 0) or row in self.ranking.mentioned:
                 self._add(row, "skeleton", "l1", limit=first_limit)
         floor = _UPGRADE_RATIO * max((self.ranking.scores[r] for r in core), default=0.0)
         self._upgrades(floor if self.options.l2_compete else 0.0, walls=False)
@@ -226,7 +226,7 @@ class _Pipeline:
         mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
         if mode == "body" and (self._wall(self._tokens(row, "body") or 0) or not self._free(row)):
             mode = "skeleton"  # its body competes with the others' in the upgrades
-        if mode == "skeleton" and self._wall(self._tokens(row, "skeleton") or 0):
+        if mode == "skeleton" and self._skeleton_wall(self._tokens(row, "skeleton") or 0):
             return
         self._add(row, mode, "l2", limit) or (mode == "body" and self._add(row, "skeleton", "l2", limit))
 
@@ -241,6 +241,10 @@ class _Pipeline:
             return False
         cheap = candidate.body_tokens <= _CHEAP_BODY * candidate.skeleton_tokens + 20
         return cheap or candidate.kind in TYPE_KINDS
+
+    def _skeleton_wall(self, tokens: int) -> bool:
+        """Whether a skeleton (a summary) would take more than its share of the budget."""
+        return tokens > self.options.skeleton_wall_share * self.budget
 
     def _wall(self, tokens: int) -> bool:
         """Whether one item of this size would take more than its share of the budget."""
@@ -268,7 +272,7 @@ class _Pipeline:
                         continue
                     if core_body + tokens <= cap and self._add(child, "body", "l1"):
                         core_body += tokens
-                if not self._wall(candidate.skeleton_tokens):
+                if not self._skeleton_wall(candidate.skeleton_tokens):
                     self._add(row, "skeleton", "l1")
                 continue
             fits_share = core_body + candidate.body_tokens <= cap or position == 0

@@ -24,12 +24,6 @@ name led by `dispatch`, `serve`, `handle`, `wsgi`, `asgi`, `invoke`: `wsgi_app`,
 only when the intent speaks of the command line (`CLI_WORDS`). Only rows the intent already
 reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated dispatcher stays out.
 
-Siblings: among the same pool, in score order, the members of one owner (the qualified name before
-the last dot, in one file: a class, a Go receiver) after its
-`SIBLINGS_FREE` best are multiplied by `SIBLING` once per member before them (a family of near
-twins such as `GET`, `POST`, `PUT`, ... says one thing once; the next place goes to another
-definition).
-
 All terms are in [0, 1] before weighting; the weights were set on the localization benchmark
 (bench/localization) and are fixed, so a ranking is a pure function of the catalog and the intent.
 
@@ -68,8 +62,6 @@ GRAPH = 0.6
 SEEDS = 20
 ENTRY = 0.5
 ENTRY_POOL = 300
-SIBLING = 0.9
-SIBLINGS_FREE = 3
 _DISPATCH_WORDS = frozenset(["dispatch", "serve", "handle", "wsgi", "asgi", "invoke"])
 _CLI_ENTRY_WORDS = frozenset(["main", "run", "execute", "cli"])
 CLI_WORDS = frozenset(
@@ -219,20 +211,6 @@ def _pool(scores: FloatArray) -> npt.NDArray[np.intp]:
     return pool
 
 
-def _siblings(catalog: Catalog, scores: FloatArray, pool: npt.NDArray[np.intp]) -> None:
-    """Lower the members of one parent past its best few, in place (see the module docstring)."""
-    seen: dict[tuple[int, str], int] = {}
-    for row in sorted(pool.tolist(), key=lambda r: (-round(float(scores[r]), 9), r)):
-        owner, dot, _ = catalog.qualnames[row].rpartition(".")
-        if not dot:
-            continue
-        family = (int(catalog.path_of[row]), owner)  # a Go method's receiver, a class's members
-        count = seen.get(family, 0)
-        seen[family] = count + 1
-        if count >= SIBLINGS_FREE:
-            scores[row] *= SIBLING ** (count - SIBLINGS_FREE + 1)
-
-
 def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.NDArray[np.intp]) -> None:
     """Raise the entry points among the best rows, in place (see the module docstring)."""
     cli = bool({w.lower() for w in re.findall(r"[A-Za-z]+", intent)} & CLI_WORDS)
@@ -284,5 +262,4 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: boo
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
     pool = _pool(scores)
     _entry_points(catalog, intent, scores, pool)
-    _siblings(catalog, scores, pool)
     return Ranking(scores, lexical, frozenset(named), allowed, row_roles, wanted)

@@ -45,6 +45,12 @@ class SelectOptions(BaseModel):
         description="one item over this share of the budget is a wall: a class's members come in instead "
         "of its body, an L2 body becomes its skeleton, a skeleton this big is left out",
     )
+    skeleton_wall_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="a skeleton (a summary) over this share of the budget is a wall: left out unless named",
+    )
     evidence_share: float = Field(
         default=0.1, ge=0, le=1, description="of the budget: tests exercising the selected code, after it"
     )
