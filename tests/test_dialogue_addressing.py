@@ -19,6 +19,7 @@ from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.router import address
+from pagedctx.host.session import loop
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
@@ -256,3 +257,25 @@ def test_a_turn_by_the_person_asked_about_ranks_first(tmp_path: Path) -> None:
         plan = address(prepared.state, intent=Intent.of(question), search=search)
         best = getattr(prepared.state.pages[next(iter(plan.relevance))], "content", "")
         assert best.startswith(f"{speaker}: I started playing")
+
+
+def test_unused_budget_goes_to_the_next_turns_addressing_ranked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 3, P12: the tokens governance leaves unused in a round are spent on the next
+    turns addressing ranked, within the budget and with no further governance move."""
+    path = _write(tmp_path / "d.jsonl", _turns(random.Random(6), sessions=20))
+    question = "Who ran the charity marathon and how long did it take?"
+    start = T0 + timedelta(days=200)
+    monkeypatch.setattr(loop, "FILL", False)
+    _, plain = _run(path, question, 1000, start)
+    monkeypatch.setattr(loop, "FILL", True)
+    _, filled = _run(path, question, 1000, start)
+
+    def detail(result: SessionResult) -> set[str]:
+        return {p for p, v in result.state.views.items() if v is View.DETAIL and p in result.state.pages}
+
+    assert plain.tokens <= filled.tokens <= 1000
+    assert plain.rounds[0].tokens < filled.rounds[0].tokens <= 1000
+    assert len(detail(filled)) > len(detail(plain))
+    assert filled.rounds[0].dehydrated == plain.rounds[0].dehydrated

@@ -35,7 +35,7 @@ from pagedctx.host.roles.consolidation import (
     in_process,
     merge_group,
 )
-from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan, reveal
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
@@ -43,17 +43,19 @@ from pagedctx.host.session.sentry import is_pivot
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.page_search import PageSearch
-from pagedctx.pages import SessionState, View
+from pagedctx.pages import Origin, OriginalPage, SessionState, View, is_visible
 from pagedctx.pages.moves import end_round
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.context import TraceStep
 from pagedctx.protocol.instructions import Explore, parse_worker_output
 from pagedctx.protocol.instructions_text import system_instructions
+from pagedctx.protocol.render import node_lines
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+FILL = True
 HOT_SHARE = 0.95  # of the budget less the frame, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
@@ -236,6 +238,51 @@ def _render(
     return synthesize(state, asked, parts.counter)
 
 
+def _filled(
+    synthesis: Synthesis,
+    plan: RouterPlan,
+    view: _View,
+    request: SessionRequest,
+    parts: SessionParts,
+    *,
+    steps: Sequence[TraceStep],
+) -> Synthesis:
+    """The round's view with the tokens governance left unused spent on the next turns addressing
+    ranked (issue 19 item 3: the budget goes to evidence, not to slack): turns of the history not
+    shown in Detail, best first, while their dense `<Node>`s fit what is left. Kept only when the
+    view then renders within the budget with no governance move (no churn); else the view as it
+    was. Only where the router fills the budget with turns (`hot_tokens`, a dialogue paged)."""
+    if not FILL or not plan.relevance or parts.router.hot_tokens == 0:
+        return synthesis
+    state = synthesis.state
+    spare = request.budget.total - synthesis.tokens
+    added: list[str] = []
+    for page_id in plan.relevance:
+        page = state.pages.get(page_id)
+        if (
+            not isinstance(page, OriginalPage)
+            or page.origin is not Origin.HISTORY
+            or page.draft
+            or (state.views[page_id] is View.DETAIL and is_visible(state, page_id))
+        ):
+            continue
+        cost = parts.counter.count("".join(node_lines(page, View.DETAIL, 2)))
+        if cost > spare:
+            continue
+        revealed = reveal(state, page_id, View.DETAIL)
+        if revealed is state:
+            continue
+        state = revealed
+        spare -= cost
+        added.append(page_id)
+    if not added:
+        return synthesis
+    more = _render(state, view, request, parts, steps)
+    if more.steps or more.tokens > request.budget.total:
+        return synthesis
+    return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
+
+
 def _sync(router: Router, before: SessionState, after: SessionState) -> None:
     """Tell the router what changed (nothing to say: no call)."""
     removed, changed = changes(before, after)
@@ -373,7 +420,9 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         last_relevance = _relevance(state, plan.relevance)
         view = _View(now=now, query=intent.text, focus=last_focus, relevance=last_relevance)
-        synthesis = _render(state, view, request, parts, worker_steps)
+        synthesis = _filled(
+            _render(state, view, request, parts, worker_steps), plan, view, request, parts, steps=worker_steps
+        )
         state = synthesis.state
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
         round_steps: list[TraceStep] = [*boundary, *synthesis.steps]
