@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.select.capped import capped_skeleton, direct_members
 from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
 from pagedctx.host.select.policy import TYPE_KINDS, BaselineSelectionPolicy, SelectionPolicy
 from pagedctx.host.select.rank import Ranking, rank
 from pagedctx.host.select.selection import (
     Candidate,
+    CappedSkeleton,
     Mode,
     SelectedChunk,
     SelectedFile,
@@ -55,6 +57,7 @@ class _Pick:
     mode: Mode
     why: Why
     tokens: int
+    capped: CappedSkeleton | None = None  # a class skeleton over its share, shown capped
 
 
 def select_context(
@@ -165,8 +168,8 @@ class _Pipeline:
         for row, is_dependency in queue:  # skeletons of the next candidates, up to their share
             if is_dependency:
                 self._dependency(row, keep, limit=first_limit)
-            elif not self._skeleton_wall(self._tokens(row, "skeleton") or 0) or row in self.ranking.mentioned:
-                self._add(row, "skeleton", "l1", limit=first_limit)
+            else:
+                self._summary(row, "l1", limit=first_limit)
         floor = _UPGRADE_RATIO * max((self.ranking.scores[r] for r in core), default=0.0)
         self._upgrades(floor if self.options.l2_compete else 0.0, walls=False)
         self._evidence()
@@ -221,14 +224,15 @@ class _Pipeline:
             self._add(row, "body", "evidence", limit=limit)
 
     def _dependency(self, row: int, keep: set[str], limit: float | None = None) -> None:
-        """An L2 row: its body when the policy keeps it and it is free (`_free`), else its skeleton;
-        nothing when even that is a wall."""
+        """An L2 row: its body when the policy keeps it and it is free (`_free`, its skeleton when the
+        body does not fit), else its skeleton (`_summary`: capped, or nothing, when that is a wall)."""
         mode: Mode = "body" if self.catalog.ids[row] in keep else "skeleton"
         if mode == "body" and (self._wall(self._tokens(row, "body") or 0) or not self._free(row)):
             mode = "skeleton"  # its body competes with the others' in the upgrades
-        if mode == "skeleton" and self._skeleton_wall(self._tokens(row, "skeleton") or 0):
-            return
-        self._add(row, mode, "l2", limit) or (mode == "body" and self._add(row, "skeleton", "l2", limit))
+        if mode == "skeleton":
+            self._summary(row, "l2", limit)
+        elif not self._add(row, "body", "l2", limit):
+            self._add(row, "skeleton", "l2", limit)
 
     def _free(self, row: int) -> bool:
         """Whether an L2 body is taken at once: a type's shape, or a body costing about its
@@ -241,6 +245,50 @@ class _Pipeline:
             return False
         cheap = candidate.body_tokens <= _CHEAP_BODY * candidate.skeleton_tokens + 20
         return cheap or candidate.kind in TYPE_KINDS
+
+    def _summary(self, row: int, why: Why, limit: float | None = None) -> bool:
+        """A row's skeleton; when that is a wall and the intent does not name the row, its capped
+        skeleton (`_capped`) or nothing."""
+        tokens = self._tokens(row, "skeleton")
+        if tokens is None:
+            return False
+        if not self._skeleton_wall(tokens) or row in self.ranking.mentioned:
+            return self._add(row, "skeleton", why, limit)
+        return self.options.cap_skeletons and self._capped(row, why, limit)
+
+    def _capped(self, row: int, why: Why, limit: float | None) -> bool:
+        """A class skeleton within `skeleton_wall_share` of the budget: its members best-ranked
+        first while the capped text (counted exactly) fits, the rest counted in one comment line
+        (`pagedctx.host.select.capped`); nothing when not even one member fits."""
+        if row in self.picks or self._covered(row):
+            return False
+        ranked = self._children(row)
+        if not ranked:
+            return False
+        self._load(ranked)
+        parent = self._chunks[row]
+        members = direct_members(parent, [self._chunks[r] for r in ranked if r in self._chunks])
+        ids = {m.id for m in members}
+        cap = self.options.skeleton_wall_share * self.budget
+        shown: list[str] = []
+        best: tuple[str, int] | None = None
+        for member in ranked:
+            if self.ranking.scores[member] <= 0:
+                break  # ranked: the rest are unrelated to the intent, counted
+            if member in self.picks or (chunk := self._chunks.get(member)) is None or chunk.id not in ids:
+                continue  # a member already shown on its own is not repeated
+            text = capped_skeleton(parent, members, {*shown, chunk.id})
+            if text is None:
+                return False
+            tokens = self.index.counter.count(text)
+            if tokens <= cap:
+                shown.append(chunk.id)
+                best = (text, tokens)
+        if best is None:
+            return False
+        listed = [m.id for m in members if m.id in shown]
+        capped = CappedSkeleton(members=listed, more=len(members) - len(listed))
+        return self._add(row, "skeleton", why, limit, tokens=best[1], capped=capped)
 
     def _skeleton_wall(self, tokens: int) -> bool:
         """Whether a skeleton (a summary) would take more than its share of the budget."""
@@ -272,8 +320,7 @@ class _Pipeline:
                         continue
                     if core_body + tokens <= cap and self._add(child, "body", "l1"):
                         core_body += tokens
-                if not self._skeleton_wall(candidate.skeleton_tokens):
-                    self._add(row, "skeleton", "l1")
+                self._summary(row, "l1")
                 continue
             fits_share = core_body + candidate.body_tokens <= cap or position == 0
             if fits_share and self._add(row, "body", "l1"):
@@ -307,11 +354,21 @@ class _Pipeline:
             return None
         return candidate.body_tokens if mode == "body" else candidate.skeleton_tokens
 
-    def _add(self, row: int, mode: Mode, why: Why, limit: float | None = None) -> bool:
-        """Pick a row in a mode if it is new, not inside a body already shown, and fits."""
+    def _add(
+        self,
+        row: int,
+        mode: Mode,
+        why: Why,
+        limit: float | None = None,
+        *,
+        tokens: int | None = None,
+        capped: CappedSkeleton | None = None,
+    ) -> bool:
+        """Pick a row in a mode if it is new, not inside a body already shown, and fits (`tokens`:
+        the exact count of what is shown when it is not the stored one, a capped skeleton's)."""
         if row in self.picks or self._covered(row):
             return False
-        tokens = self._tokens(row, mode)
+        tokens = self._tokens(row, mode) if tokens is None else tokens
         if tokens is None:
             return False
         inside = [r for r in self._descendants(row) if r in self.picks] if mode == "body" else []
@@ -320,7 +377,7 @@ class _Pipeline:
             return False
         for r in inside:
             del self.picks[r]
-        self.picks[row] = _Pick(mode, why, tokens)
+        self.picks[row] = _Pick(mode, why, tokens, capped)
         self.used += tokens - refund
         return True
 
@@ -394,6 +451,7 @@ class _Pipeline:
                     score=round(float(self.ranking.scores[row]), 4),
                     why=pick.why,
                     role=self.catalog.role_of_path(int(self.catalog.path_of[row])),
+                    capped=pick.capped,
                 )
             )
         chunks.sort(key=lambda c: (c.path, c.start_line, c.id))

@@ -24,7 +24,8 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.selection import Selection
+from pagedctx.host.select.capped import capped_skeleton, direct_members
+from pagedctx.host.select.selection import SelectedChunk, Selection
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import clean_keyword
@@ -64,6 +65,17 @@ def _chunks(index: Index, selection: Selection) -> dict[str, Chunk]:
     return found
 
 
+def _shown_skeleton(index: Index, chunk: Chunk, item: SelectedChunk) -> str:
+    """The skeleton as the selection shows it: capped (`pagedctx.host.select.capped`) or whole."""
+    if item.capped is None:
+        return chunk.skeleton
+    members = direct_members(chunk, index.chunks_in_file(chunk.path))
+    text = capped_skeleton(chunk, members, set(item.capped.members))
+    if text is None or len(members) - len(item.capped.members) != item.capped.more:
+        raise UsageError(f"chunk {chunk.id} changed since the selection; select again")
+    return text
+
+
 def selection_text(index: Index, selection: Selection) -> str:
     """The selected code as plain text (see the module docstring)."""
     chunks = _chunks(index, selection)
@@ -84,7 +96,7 @@ def selection_text(index: Index, selection: Selection) -> str:
         if item.why == "promoted":
             continue
         chunk = chunks[item.id]
-        text = chunk.body if item.mode == "body" else chunk.skeleton
+        text = chunk.body if item.mode == "body" else _shown_skeleton(index, chunk, item)
         parts.append(
             f"### {item.path}:{item.start_line}-{item.end_line} {item.qualname} ({item.kind}, {item.mode}, "
             f"{item.why}, {item.tokens} tokens, {roles[item.path]})\nchunk: {item.id}\n{text}"
@@ -142,7 +154,8 @@ def selection_state(index: Index, selection: Selection) -> SessionState:
         page_id = build.new_id(f"chunk:{chunk.id}")
         build.pages[page_id] = OriginalPage(
             id=page_id, depth=0, timestamp=stamp(chunk.path), keywords=(_keyword(chunk.qualname),),
-            summary=chunk.skeleton, origin=Origin.STORAGE, content=chunk.body, pblock=chunk_handle(chunk.id),
+            summary=_shown_skeleton(index, chunk, item), origin=Origin.STORAGE, content=chunk.body,
+            pblock=chunk_handle(chunk.id),
         )  # fmt: skip
         build.views[page_id] = View.DETAIL if item.mode == "body" else View.SUMMARY
         by_file[chunk.path].append(page_id)

@@ -8,7 +8,9 @@ selection shows: the sum of its full files and of its chunks' bodies or skeleton
 file was promoted to a full file stays listed with `why: "promoted"` and `tokens: 0`: its text is
 inside the full file, counted once there. `role` is what the chunk's file is for, as the index
 recorded it (issue 18: source, test, example, docs, vendored, generated); `why: "evidence"` marks a
-test taken after the source because it exercises a selected definition.
+test taken after the source because it exercises a selected definition. A class skeleton shown
+capped (over `skeleton_wall_share` of the budget, issue 18 item 3) carries
+`"capped": {"members": [ids shown, in source order], "more": N}`; the key is absent otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Candidate", "SelectOptions", "SelectedChunk", "SelectedFile", "Selection"]
+__all__ = ["Candidate", "CappedSkeleton", "SelectOptions", "SelectedChunk", "SelectedFile", "Selection"]
 
 Mode = Literal["body", "skeleton"]
 Why = Literal["l1", "l2", "promoted", "evidence"]
@@ -54,6 +56,12 @@ class SelectOptions(BaseModel):
     evidence_share: float = Field(
         default=0.1, ge=0, le=1, description="of the budget: tests exercising the selected code, after it"
     )
+    cap_skeletons: bool = Field(
+        default=False,
+        description="a class skeleton over `skeleton_wall_share` is shown capped (its members most related "
+        "to the intent, the rest counted) instead of left out; off by default: on bench/localization it "
+        "was level to 1 point lower (docs/select.md)",
+    )
     file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
     l2_compete: bool = Field(
         default=True,
@@ -87,6 +95,16 @@ class SelectedFile(BaseModel):
     role: str = "source"
 
 
+class CappedSkeleton(BaseModel):
+    """A class skeleton shown capped (issue 18 item 3): the members it lists, in source order, and
+    how many it leaves out (`pagedctx.host.select.capped`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    members: list[str]
+    more: int = Field(ge=0)
+
+
 class SelectedChunk(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -101,6 +119,7 @@ class SelectedChunk(BaseModel):
     score: float
     why: Why
     role: str = "source"
+    capped: CappedSkeleton | None = None
 
 
 class Selection(BaseModel):
@@ -116,4 +135,8 @@ class Selection(BaseModel):
 
     def contract(self) -> dict[str, Any]:
         """The JSON contract (see the module docstring)."""
-        return self.model_dump(mode="json")
+        data = self.model_dump(mode="json")
+        for chunk in data["chunks"]:  # `capped` is said only of the skeletons shown capped
+            if chunk["capped"] is None:
+                del chunk["capped"]
+        return data
