@@ -125,9 +125,14 @@ FILES.update(
 )
 
 
-def write_repo(root: Path, files: dict[str, str] = FILES) -> Path:
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """Each text written as it is under `root` (folders made); `root` back."""
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     return root
+
+
+def write_repo(root: Path, files: dict[str, str] = FILES) -> Path:
+    return write_files(root, {rel: textwrap.dedent(text).lstrip("\n") for rel, text in files.items()})

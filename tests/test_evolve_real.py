@@ -17,12 +17,8 @@ against their sha256, cached under ~/.cache/pagedctx-tests.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tarfile
 import uuid
 from pathlib import Path
@@ -30,6 +26,7 @@ from pathlib import Path
 import pytest
 from browser_support import render_in_chromium
 from evolve_support import PYTEST, envelope, modify, scripted_profile
+from pypi_release import release_sdist
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
@@ -62,27 +59,12 @@ P2P = [
 ]
 
 
-def _sdist(version: str, cache: Path) -> Path:
-    name = f"cachetools-{version}.tar.gz"
-    path = cache / name
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != SDISTS[version]:
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-             f"cachetools=={version}", "-d", str(cache)],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == SDISTS[version], f"{name} is not the release"
-    return path
-
-
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    cache = Path(os.environ.get("PAGEDCTX_TEST_CACHE", Path.home() / ".cache" / "pagedctx-tests"))
     out = {}
-    for version in SDISTS:
+    for version, sha256 in SDISTS.items():
         target = tmp_path_factory.mktemp(f"cachetools-{version}")
-        with tarfile.open(_sdist(version, cache)) as archive:
+        with tarfile.open(release_sdist("cachetools", version, sha256)) as archive:
             archive.extractall(target, filter="data")
         out[version] = target / f"cachetools-{version}"
     return out

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sample_repo import write_files
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
@@ -70,14 +71,6 @@ TWO = {
 }
 
 
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
-
 def bump(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     info = path.stat()
@@ -93,12 +86,12 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return write_tree(tmp_path / "a" / "checkout" / "one", ONE)
+    return write_files(tmp_path / "a" / "checkout" / "one", ONE)
 
 
 @pytest.fixture
 def other(tmp_path: Path) -> Path:
-    return write_tree(tmp_path / "b" / "two", TWO)
+    return write_files(tmp_path / "b" / "two", TWO)
 
 
 class Holder:
@@ -270,7 +263,7 @@ def test_an_update_killed_before_its_tree_is_finished_by_the_next_reader(
     index = Index.open(f"sqlite:///{tmp_path / 'state.db'}")
     index.update([repo])
     before = index.meta().generation
-    write_tree(repo, {"shop/extra.py": "def extra():\n    return 1\n"})
+    write_files(repo, {"shop/extra.py": "def extra():\n    return 1\n"})
 
     def die(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # the process is killed here
@@ -439,7 +432,7 @@ def test_a_root_inside_a_repository_obeys_its_ignore_files_whatever_the_base(
     .gitignore above it (as git does), alone or sharing its store's base with an unrelated root."""
     (repo / ".git").mkdir()
     (repo / ".gitignore").write_text("*.gen.py\n", encoding="utf-8")
-    write_tree(repo, {"shop/made.gen.py": "def made():\n    return 1\n"})
+    write_files(repo, {"shop/made.gen.py": "def made():\n    return 1\n"})
     alone = Index.open(f"sqlite:///{tmp_path / 'alone.db'}")
     alone.update([repo / "shop"])
     assert alone.paths() == ["cart.py", "tax.py"]

@@ -10,14 +10,10 @@ under ~/.cache/pagedctx-tests; nothing of flask is committed here.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 import pytest
+from pypi_release import release_sdist
 
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
@@ -30,24 +26,10 @@ VERSION = "3.1.0"
 SHA256 = "5f873c5184c897c8d9d1b05df1e3d01b14910ce69607a117bd3277098a5836ac"
 
 
-def _sdist(cache: Path) -> Path:
-    path = cache / f"flask-{VERSION}.tar.gz"
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != SHA256:
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-             f"flask=={VERSION}", "-d", str(cache)],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA256, f"{path.name} is not the release"
-    return path
-
-
 @pytest.fixture(scope="module")
 def flask_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
-    cache = Path(os.environ.get("PAGEDCTX_TEST_CACHE", Path.home() / ".cache" / "pagedctx-tests"))
     target = tmp_path_factory.mktemp("flask")
-    with tarfile.open(_sdist(cache)) as archive:
+    with tarfile.open(release_sdist("flask", VERSION, SHA256)) as archive:
         archive.extractall(target, filter="data")
     index = Index(open_store(f"sqlite:///{target / 'state.db'}"))
     index.update([target / f"flask-{VERSION}"])

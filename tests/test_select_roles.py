@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sample_repo import write_files
 
 from pagedctx.host.ingest.index import FILES, Index
 from pagedctx.host.ingest.meta import FastMeta, FileMeta, stamp_role
@@ -60,17 +61,9 @@ def parse_port_generated(text):
 '''
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return write(
+    return write_files(
         tmp_path / "repo",
         {
             "app/ports.py": SOURCE,
@@ -228,7 +221,7 @@ def test_evidence_is_a_test_exercising_a_selected_body(repo: Path, tmp_path: Pat
 
 def test_only_tests_match_then_every_role_is_ranked(tmp_path: Path) -> None:
     """A tree of tests alone still gets a selection (no wanted role scores)."""
-    repo = write(tmp_path / "only", {"tests/test_ports.py": TEST})
+    repo = write_files(tmp_path / "only", {"tests/test_ports.py": TEST})
     index = indexed(repo, tmp_path)
     selection = select_context(index, "parse port range", Budget(total=1000))
     assert selection.chunks and {c.role for c in selection.chunks} == {"test"}
