@@ -10,7 +10,8 @@ import pytest
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.catalog import load_catalog
-from pagedctx.host.select.rank import is_entry_point, rank
+from pagedctx.host.select.rank import CONTEXT, FLOW, is_entry_point, rank
+from pagedctx.host.select.selection import SelectOptions
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
 
@@ -124,3 +125,62 @@ def test_a_dispatcher_the_intent_reaches_ranks_higher(tmp_path: Path) -> None:
     assert ranking.scores[row] == pytest.approx(plain.scores[row] * (1 + entry))
     other = catalog.row("app.py::RequestContext.push")
     assert other is not None and ranking.scores[other] == pytest.approx(plain.scores[other])
+
+
+GROUP = '''class RouterGroup:
+    """A group of patterns."""
+
+    def add(self, pattern):
+        """Add a pattern."""
+        return pattern
+
+
+def router_match(pattern):
+    """Match the pattern."""
+    return pattern
+'''
+
+ENGINE = '''def serve_request(path):
+    """Serve a request: the route is found for the path."""
+    return find_route(path)
+
+
+def find_route(path):
+    """Find the route of a path."""
+    return path
+
+
+def other_route(path):
+    """Another route of a path."""
+    return path
+'''
+
+
+def test_a_term_matched_only_through_the_class_or_path_counts_less(tmp_path: Path) -> None:
+    """Issue 18 (own_terms): `RouterGroup.add` says `router` only through its class and file: with
+    own_terms its lexical score is `CONTEXT` times the default's; rows saying it themselves keep theirs."""
+    catalog, _ = load_catalog(indexed(tmp_path, {"router_group.py": GROUP}))
+    rows = {name: catalog.row(f"router_group.py::{name}") for name in ("RouterGroup.add", "router_match")}
+    plain = rank(catalog, "what does the router do")
+    own = rank(catalog, "what does the router do", own_terms=True)
+    add, match = rows["RouterGroup.add"], rows["router_match"]
+    assert add is not None and match is not None and plain.lexical[add] > 0
+    assert own.lexical[add] == pytest.approx(CONTEXT * plain.lexical[add])
+    assert own.lexical[match] == pytest.approx(plain.lexical[match])
+
+
+def test_the_callees_of_a_reached_dispatcher_rank_higher(tmp_path: Path) -> None:
+    """Issue 18 (own_terms): `find_route`, called by the dispatcher `serve_request`, is raised by
+    `1 + FLOW`; `other_route`, as relevant by its words but not called, is not."""
+    catalog, _ = load_catalog(indexed(tmp_path, {"engine.py": ENGINE}))
+    intent = "how is the route found for a request path"
+    plain, own = rank(catalog, intent), rank(catalog, intent, own_terms=True)
+    callee, other = catalog.row("engine.py::find_route"), catalog.row("engine.py::other_route")
+    assert callee is not None and other is not None and plain.scores[callee] > 0
+    assert own.scores[callee] == pytest.approx((1 + FLOW) * plain.scores[callee])
+    assert own.scores[other] == pytest.approx(plain.scores[other])
+    index = indexed(tmp_path / "b", {"engine.py": ENGINE})
+    selected = select_context(index, intent, Budget(total=400), options=SelectOptions(own_terms=True))
+    assert "engine.py::find_route" in {c.id for c in selected.chunks} | {
+        f"{f.path}::find_route" for f in selected.full_files
+    }

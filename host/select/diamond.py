@@ -83,7 +83,7 @@ def select_context(
         catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
     options = options or SelectOptions()
-    ranking = rank(catalog, intent, scope, roles=options.file_roles)
+    ranking = rank(catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms)
     return _Pipeline(index, catalog, ranking, chosen, options).run(intent, budget)
 
 

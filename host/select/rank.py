@@ -24,6 +24,12 @@ name led by `dispatch`, `serve`, `handle`, `wsgi`, `asgi`, `invoke`: `wsgi_app`,
 only when the intent speaks of the command line (`CLI_WORDS`). Only rows the intent already
 reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated dispatcher stays out.
 
+Own words and request flow (issue 18, `SelectOptions.own_terms`, off by default): a query term
+that a chunk's head matches only through its enclosing names or its file path (not its own name,
+signature, doc or body) counts `CONTEXT` times in its head score, among the `CONTEXT_POOL` best
+lexical rows; and the callees of an entry point the intent reaches (rows already in the pool,
+defined by a symbol the dispatcher's body references) are multiplied by `1 + FLOW`, once each.
+
 All terms are in [0, 1] before weighting; the weights were set on the localization benchmark
 (bench/localization) and are fixed, so a ranking is a pure function of the catalog and the intent.
 
@@ -43,9 +49,9 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from pagedctx.errors import NoSearchTerms
-from pagedctx.host.select.catalog import ROLES, Catalog
+from pagedctx.host.select.catalog import ROLES, Catalog, path_terms
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
-from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable
+from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable, word_terms
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -62,6 +68,9 @@ GRAPH = 0.6
 SEEDS = 20
 ENTRY = 0.5
 ENTRY_POOL = 300
+CONTEXT = 0.5
+CONTEXT_POOL = 300
+FLOW = 0.5
 _DISPATCH_WORDS = frozenset(["dispatch", "serve", "handle", "wsgi", "asgi", "invoke"])
 _CLI_ENTRY_WORDS = frozenset(["main", "run", "execute", "cli"])
 CLI_WORDS = frozenset(
@@ -150,6 +159,56 @@ def _mentions(catalog: Catalog, intent: str) -> dict[int, float]:
     return found
 
 
+def _context_only(catalog: Catalog, query: list[str], head: FloatArray, total: FloatArray) -> FloatArray:
+    """The head scores with each term matched only through enclosing names or the path x `CONTEXT`
+    (rows among the `CONTEXT_POOL` best by `total`; the others unchanged)."""
+    pool = np.flatnonzero(total > 0)
+    if len(pool) > CONTEXT_POOL:
+        pool = pool[np.argpartition(-total[pool], CONTEXT_POOL)[:CONTEXT_POOL]]
+    out = head.copy()
+    field, body = catalog.head, catalog.body
+    for term in dict.fromkeys(query):
+        term_id = catalog.head_terms.get(term)
+        if term_id is None:
+            continue
+        per_row = field.scores([term_id] * query.count(term)).astype(np.float64)
+        body_id = catalog.body_terms.get(term)
+        for row in pool[per_row[pool] > 0].tolist():
+            qualname = catalog.qualnames[row]
+            parts = qualname.split(".")
+            own = word_terms(parts[-1]).count(term)
+            context = sum(word_terms(p).count(term) for p in parts[:-1])
+            context += path_terms(catalog.paths[int(catalog.path_of[row])]).count(term)
+            if own or not context:
+                continue
+            lo, hi = int(field.forward_ptr[row]), int(field.forward_ptr[row + 1])
+            at = np.flatnonzero(field.forward_terms[lo:hi] == term_id)
+            tf = int(field.forward_tf[lo + int(at[0])]) if len(at) else 0
+            if tf > context:
+                continue  # the signature or doc says it too
+            if body_id is not None:
+                blo, bhi = int(body.forward_ptr[row]), int(body.forward_ptr[row + 1])
+                if np.any(body.forward_terms[blo:bhi] == body_id):
+                    continue
+            out[row] -= (1 - CONTEXT) * per_row[row]
+    return out
+
+
+def _flow(catalog: Catalog, scores: FloatArray, pool: npt.NDArray[np.intp], entries: list[int]) -> None:
+    """Raise, in place and once each, the pool rows an entry point's body calls (`FLOW`)."""
+    in_pool = set(pool.tolist())
+    raised: set[int] = set()
+    for row in entries:
+        for symbol in catalog.referenced(row).tolist():
+            targets = catalog.defining(symbol)
+            if not 0 < len(targets) <= MAX_DEFINITIONS:
+                continue
+            for target in targets.tolist():
+                if target != row and target in in_pool and target not in raised:
+                    raised.add(target)
+                    scores[target] *= 1 + FLOW
+
+
 def lexical_scores(catalog: Catalog, query: list[str]) -> FloatArray:
     """BM25 over chunk heads plus `BODY` times BM25 over body identifiers, for every row (unnormalised).
 
@@ -211,17 +270,22 @@ def _pool(scores: FloatArray) -> npt.NDArray[np.intp]:
     return pool
 
 
-def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.NDArray[np.intp]) -> None:
-    """Raise the entry points among the best rows, in place (see the module docstring)."""
+def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.NDArray[np.intp]) -> list[int]:
+    """Raise the entry points among the best rows, in place (see the module docstring); returns them."""
     cli = bool({w.lower() for w in re.findall(r"[A-Za-z]+", intent)} & CLI_WORDS)
+    entries: list[int] = []
     for row in pool.tolist():
         if catalog.kinds[row] in ("function", "method") and is_entry_point(
             catalog.qualnames[row].rsplit(".", 1)[-1], cli=cli
         ):
             scores[row] *= 1 + ENTRY
+            entries.append(row)
+    return entries
 
 
-def rank(catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: bool = True) -> Ranking:
+def rank(
+    catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: bool = True, own_terms: bool = False
+) -> Ranking:
     """Score every chunk of the catalog for the intent (see the module docstring); rows outside
     `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing."""
     n = len(catalog)
@@ -230,7 +294,12 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: boo
         return Ranking(empty, empty, frozenset())
     allowed = scope_mask(catalog, scope)
     query = terms(intent)
-    lexical = _normalised(lexical_scores(catalog, query) * (1 if allowed is None else allowed))
+    if own_terms and query:
+        head, body = (np.asarray(a, dtype=np.float64) for a in catalog.lexical(query))
+        raw = _context_only(catalog, query, head, head + BODY * body) + BODY * body
+    else:
+        raw = lexical_scores(catalog, query)
+    lexical = _normalised(raw * (1 if allowed is None else allowed))
     named = {r: w for r, w in _mentions(catalog, intent).items() if allowed is None or allowed[r]}
     if not query and not named:
         raise NoSearchTerms(
@@ -261,5 +330,7 @@ def rank(catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: boo
         graph = graph * role_weight  # the walk may pass through tests; only wanted roles are scored
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
     pool = _pool(scores)
-    _entry_points(catalog, intent, scores, pool)
+    entries = _entry_points(catalog, intent, scores, pool)
+    if own_terms:
+        _flow(catalog, scores, pool, entries)
     return Ranking(scores, lexical, frozenset(named), allowed, row_roles, wanted)

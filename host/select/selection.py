@@ -62,6 +62,12 @@ class SelectOptions(BaseModel):
         "to the intent, the rest counted) instead of left out; off by default: on bench/localization it "
         "was level to 1 point lower (docs/select.md)",
     )
+    own_terms: bool = Field(
+        default=False,
+        description="rank by a definition's own words and the request flow: a term matched only through "
+        "the enclosing class or the path counts half, callees of a reached entry point x1.5 (rank.py); off "
+        "by default: on bench/localization it was 1-3 points lower at 1k-2k (docs/select.md)",
+    )
     file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
     l2_compete: bool = Field(
         default=True,
