@@ -176,7 +176,7 @@ def main() -> None:
     print(f"| selector | {head} | seconds |")
     print("|---|" + "---|" * (len(budgets) + 1))
     for name in selectors:
-        cells = " | ".join(f"{np.mean(recall[(name, b)]):.2f}" for b in budgets)
+        cells = " | ".join(f"{np.mean(recall[(name, b)]):.3f}" for b in budgets)
         print(f"| {name} | {cells} | {seconds[name]:.1f} |")
     for budget in budgets:
         print(f"\nper category, recall@{budget // 1000}k ({' / '.join(selectors)}):")
