@@ -35,9 +35,23 @@ from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, su
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 
-__all__ = ["DialogueProvider", "Turn"]
+__all__ = ["DialogueProvider", "Turn", "said_by", "speaker_and_text"]
 
 FIELDS = ("id", "speaker", "text", "timestamp")
+_SAID = ": "  # between a turn's speaker and its text, in the content of its page
+
+
+def said_by(speaker: str, text: str) -> str:
+    """A turn's page content: who spoke is part of what a turn says (issue 19)."""
+    return f"{speaker}{_SAID}{text}"
+
+
+def speaker_and_text(content: str) -> tuple[str, str]:
+    """A turn's content split back into (speaker, text); ("", content) when it names no speaker."""
+    speaker, sep, text = content.partition(_SAID)
+    return (speaker, text) if sep else ("", content)
+
+
 _EXAMPLE = '{"id": "t1", "speaker": "user", "text": "...", "timestamp": "2025-03-01T09:30:00Z"}'
 
 
@@ -208,14 +222,14 @@ class DialogueProvider(PieceProvider):
                 )
             handle = handle_for(f"dialogue:{name}:{turn.id}", taken)
             taken.add(handle)
-            said = f"{turn.speaker}: {turn.text}"  # who spoke is part of what a turn says
+            said = said_by(turn.speaker, turn.text)
             pieces.append(
                 Piece(
                     handle=handle,
                     kind=PBlockKind.DIALOGUE,
                     structured=False,
                     title=f"turn {turn.id} ({turn.speaker})",
-                    summary=summarize(f"{turn.speaker}: ", turn.text),
+                    summary=summarize(said_by(turn.speaker, ""), turn.text),
                     content=said,
                     keywords=salient_keywords(turn.text),
                     timestamp=turn.timestamp,

@@ -80,8 +80,7 @@ class FastMeta:
     def decode(cls, value: str) -> FastMeta:
         parts = value.split(":")
         mtime, size, tokens, chunks, lines = (int(part) for part in parts[:5])
-        role = parts[5] if len(parts) > 5 and parts[5] else None
-        return cls(mtime, size, tokens, chunks, lines, role, int(parts[6]) if len(parts) > 6 else 1)
+        return cls(mtime, size, tokens, chunks, lines, _role(parts), int(parts[6]) if len(parts) > 6 else 1)
 
     @staticmethod
     def current(value: str) -> bool:
@@ -95,7 +94,10 @@ class FastMeta:
 
 def stamp_role(stamp: str) -> str | None:
     """The role recorded after the lines in a `sys/files/meta` value, or None (indexed before roles)."""
-    parts = stamp.split(":")
+    return _role(stamp.split(":"))
+
+
+def _role(parts: list[str]) -> str | None:
     return parts[5] if len(parts) > 5 and parts[5] else None
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import PagedctxError
 from pagedctx.host.blocks.base import BlockProvider, TakenIds, materialize
+from pagedctx.host.blocks.dialogue import speaker_and_text
 from pagedctx.host.records.memory import Memory, MemoryItem
 from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.text.dates import date_terms, is_date_term
@@ -204,9 +205,9 @@ def _named_speaker(state: SessionState, page_id: str, focus: set[str]) -> bool:
     (rarity); yet a question about a person is answered in that person's own words more often than
     in anyone else's."""
     page = state.pages[page_id]
-    if not isinstance(page, OriginalPage) or page.origin is not Origin.HISTORY or ": " not in page.content:
+    if not isinstance(page, OriginalPage) or page.origin is not Origin.HISTORY:
         return False
-    named = terms(page.content.split(": ", 1)[0])
+    named = terms(speaker_and_text(page.content)[0])
     return bool(named) and set(named) <= focus
 
 

@@ -162,9 +162,7 @@ def _mentions(catalog: Catalog, intent: str) -> dict[int, float]:
 def _context_only(catalog: Catalog, query: list[str], head: FloatArray, total: FloatArray) -> FloatArray:
     """The head scores with each term matched only through enclosing names or the path x `CONTEXT`
     (rows among the `CONTEXT_POOL` best by `total`; the others unchanged)."""
-    pool = np.flatnonzero(total > 0)
-    if len(pool) > CONTEXT_POOL:
-        pool = pool[np.argpartition(-total[pool], CONTEXT_POOL)[:CONTEXT_POOL]]
+    pool = _pool(total, CONTEXT_POOL)
     out = head.copy()
     field, body = catalog.head, catalog.body
     for term in dict.fromkeys(query):
@@ -230,9 +228,14 @@ def scope_mask(catalog: Catalog, scope: Sequence[str]) -> npt.NDArray[np.bool_] 
     return inside[catalog.path_of] if len(catalog.paths) else np.zeros(len(catalog), dtype=bool)
 
 
+def _words(intent: str) -> set[str]:
+    """The intent's plain words, lowercased (what role and command-line words are matched on)."""
+    return {w.lower() for w in re.findall(r"[A-Za-z]+", intent)}
+
+
 def intent_roles(intent: str) -> frozenset[str]:
     """The file roles an intent asks for: source always, the others when it says their words."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z]+", intent)}
+    words = _words(intent)
     return frozenset({"source"} | {role for role, said in ROLE_WORDS.items() if words & said})
 
 
@@ -262,17 +265,17 @@ def is_entry_point(name: str, *, cli: bool) -> bool:
     return words[0] in _DISPATCH_WORDS or (cli and words[0] in _CLI_ENTRY_WORDS)
 
 
-def _pool(scores: FloatArray) -> npt.NDArray[np.intp]:
-    """The `ENTRY_POOL` best rows with a positive score (any order)."""
+def _pool(scores: FloatArray, size: int) -> npt.NDArray[np.intp]:
+    """The `size` best rows with a positive score (any order)."""
     pool = np.flatnonzero(scores > 0)
-    if len(pool) > ENTRY_POOL:
-        pool = pool[np.argpartition(-scores[pool], ENTRY_POOL)[:ENTRY_POOL]]
+    if len(pool) > size:
+        pool = pool[np.argpartition(-scores[pool], size)[:size]]
     return pool
 
 
 def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.NDArray[np.intp]) -> list[int]:
     """Raise the entry points among the best rows, in place (see the module docstring); returns them."""
-    cli = bool({w.lower() for w in re.findall(r"[A-Za-z]+", intent)} & CLI_WORDS)
+    cli = bool(_words(intent) & CLI_WORDS)
     entries: list[int] = []
     for row in pool.tolist():
         if catalog.kinds[row] in ("function", "method") and is_entry_point(
@@ -329,7 +332,7 @@ def rank(
     if role_weight is not None:
         graph = graph * role_weight  # the walk may pass through tests; only wanted roles are scored
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
-    pool = _pool(scores)
+    pool = _pool(scores, ENTRY_POOL)
     entries = _entry_points(catalog, intent, scores, pool)
     if own_terms:
         _flow(catalog, scores, pool, entries)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, InstanceOf
 from pagedctx.errors import NoSearchTerms
 from pagedctx.host.blocks.base import Piece, ProviderSet, materialize
 from pagedctx.host.blocks.code import CodeProvider
-from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.blocks.dialogue import DialogueProvider, speaker_and_text
 from pagedctx.host.blocks.document import DocumentProvider
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
@@ -80,7 +80,7 @@ _MIN_WORD = 4  # shorter words are rarely what a segment is about
 
 def _said(turn: Piece) -> str:
     """A turn's text without the `speaker: ` its content starts with."""
-    return turn.content.split(": ", 1)[1] if ": " in turn.content else turn.content
+    return speaker_and_text(turn.content)[1]
 
 
 def _words_of(text: str) -> list[str]:
