@@ -239,3 +239,24 @@ def test_text_form_shows_each_role(repo: Path, tmp_path: Path) -> None:
         if chunk.why != "promoted":
             assert f"{chunk.why}, {chunk.tokens} tokens, {chunk.role})\nchunk: {chunk.id}\n" in text
     assert "evidence" in text and ", test)\n" in text
+
+
+def test_explore_under_a_directory_spends_on_source_unless_asked(repo: Path, tmp_path: Path) -> None:
+    """P16, issue 18: Explore over the repository finds the source piece, not the test, generated or
+    example pieces that repeat its words; keywords about tests find tests; a test directory or a
+    test file explored on its own is searched whatever its role; each hit names its role."""
+    from pagedctx.host.ingest.block_tree import BlockTree
+    from pagedctx.host.select.explore import explore_code
+
+    index = indexed(repo, tmp_path)
+    root = index.root_blocks()[0].handle
+    plain = explore_code(index, root, ["parse", "port", "range"])
+    assert [(h.id, h.role) for h in plain.hits] == [("app/ports.py::parse_port", "source")]
+    asked = explore_code(index, root, ["parse", "port", "range", "tests"])
+    assert asked.hits[0].id == "tests/test_ports.py::test_parse_port_range"
+    assert {h.role for h in asked.hits} <= {"source", "test"} and "test" in {h.role for h in asked.hits}
+    tests_dir = explore_code(index, BlockTree.dir_handle("tests"), ["parse", "port", "range"])
+    assert tests_dir.hits[0].id == "tests/test_ports.py::test_parse_port_range"
+    assert all(h.role == "test" for h in tests_dir.hits)
+    test_file = explore_code(index, BlockTree.file_handle("tests/test_ports.py"), ["parse", "port"])
+    assert test_file.hits and all(h.role == "test" for h in test_file.hits)

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import UsageError
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import Catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS
-from pagedctx.host.select.rank import lexical_scores
+from pagedctx.host.select.rank import intent_roles, lexical_scores
 from pagedctx.host.text.terms import identifiers, terms
 
 __all__ = ["DEFAULT_THRESHOLD", "ExploreHit", "ExploreResult", "explore_code"]
@@ -39,6 +40,7 @@ class ExploreHit(BaseModel):
     kind: str
     start_line: int
     end_line: int
+    role: str = Field(default="source", description="the file's role: source, test, example, ...")
     score: float = Field(description="relative to the best piece in the block: 1.0 is the best")
 
 
@@ -52,19 +54,27 @@ class ExploreResult(BaseModel):
     physical: int = Field(description="pieces in the block left physical (under the threshold)")
 
 
-def _rows_under(index: Index, catalog: Catalog, handle: str) -> list[int]:
+def _rows_under(index: Index, catalog: Catalog, handle: str) -> tuple[list[int], bool]:
+    """The catalog rows under the block, and whether the block is a directory (or the repository)."""
     block = index.block(handle)
     if block is None:
         raise UsageError(f"no physical block {handle!r} in the index; use a handle the context lists")
     if not block.structured:  # one chunk
         row = catalog.row(block.source)
-        return [row] if row is not None else []
+        return ([row] if row is not None else []), False
     source = block.source
     if source in (".", ""):
-        return list(range(len(catalog)))
+        return list(range(len(catalog))), True
     prefix = source.rstrip("/") + "/"
     paths = [p for p, path in enumerate(catalog.paths) if path == source or path.startswith(prefix)]
-    return sorted(r for p in paths for r in catalog.rows_in_file(p).tolist())
+    directory = not (len(paths) == 1 and catalog.paths[paths[0]] == source)
+    return sorted(r for p in paths for r in catalog.rows_in_file(p).tolist()), directory
+
+
+def _role_mask(catalog: Catalog, words: Sequence[str], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Per row under a directory: whether its file's role is one the keywords ask for."""
+    wanted = np.array([ROLES.index(r) for r in sorted(intent_roles(" ".join(words)))], dtype=np.int8)
+    return np.isin(catalog.file_roles()[catalog.path_of[rows]], wanted)
 
 
 def _named_rows(catalog: Catalog, words: Sequence[str], rows: Sequence[int]) -> set[int]:
@@ -98,7 +108,7 @@ def explore_code(
     if not words:
         raise UsageError("Explore needs at least one keyword")
     catalog, _ = load_catalog(index)
-    rows = _rows_under(index, catalog, handle)
+    rows, directory = _rows_under(index, catalog, handle)
     query = terms(" ".join(words))
     named = _named_rows(catalog, words, rows) if rows else set()
     hits: list[ExploreHit] = []
@@ -107,6 +117,11 @@ def explore_code(
         scoped = np.array(rows, dtype=np.int64)
         local = scores[scoped]
         best = max(float(local.max()) if len(local) else 0.0, 1.0 if named else 0.0)
+        if directory:
+            masked = np.where(_role_mask(catalog, words, scoped), local, 0.0)
+            if masked.max() > 0:  # else no piece of a wanted role scores: every role is searched
+                local = masked
+                best = max(float(local.max()), 1.0 if named else 0.0)
         if named:
             local[[i for i, row in enumerate(rows) if row in named]] = best
         if best > 0:
@@ -122,6 +137,7 @@ def explore_code(
                         kind=catalog.kinds[row],
                         start_line=int(catalog.start_line[row]),
                         end_line=int(catalog.end_line[row]),
+                        role=catalog.role_of_path(int(catalog.path_of[row])),
                         score=round(float(local[position]) / best, 4),
                     )
                 )
