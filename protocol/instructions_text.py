@@ -24,10 +24,10 @@ InstructionForm = Literal["short", "long"]
 INSTRUCTION_FORMS: tuple[InstructionForm, ...] = ("short", "long")
 
 SHORT_INSTRUCTIONS = """\
-Node: a page, its text whole (view="Summary": a summary); nested Nodes: an opened Consolidated \
-page; time: the last timestamp/time above.
+Node: a page's text (view="Summary": its summary); nested Nodes: an opened page; time: the last \
+timestamp above.
 Consult(reason, id) zooms in, Shelve(reason, id) out, Explore(reason, handle, keywords) searches a \
-block. Zoom, never guess; other output is a bus fault."""
+block. Never guess; other output is a bus fault."""
 
 LONG_INSTRUCTIONS = SYSTEM_INSTRUCTIONS
 

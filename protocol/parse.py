@@ -3,7 +3,8 @@
 Both node forms are read (`pagedctx.protocol.render`): the full one (every attribute, `<Summary>` /
 `<Content>` elements) and the dense one (the text is the node's own, attributes a reader can
 derive are left out: the view from the shape, the depth from the nesting, the origin from the
-parent or the container, the timestamp from the node before).
+parent or the container, the timestamp from the node before: `time` gives its end, `HH:MM` or
+`MM-DDTHH:MM`, the node before the rest).
 
 Input is untrusted: entities are not resolved, no DTD is loaded, nothing is fetched from the
 network, and a document type declaration is refused. Large documents (megabytes of page content)
@@ -111,7 +112,12 @@ class _Context:
         elif clock is not None:
             if self.last is None:
                 raise ValueError(f"node {element.get('id')}: time={clock!r} with no timestamp before it")
-            value = datetime.combine(self.last.date(), time.fromisoformat(clock), tzinfo=self.last.tzinfo)
+            day, _, clock = clock.rpartition("T")  # MM-DDT: another day of the same year
+            date = self.last.date()
+            if day:
+                month, _, day_of_month = day.partition("-")
+                date = date.replace(month=int(month), day=int(day_of_month))
+            value = datetime.combine(date, time.fromisoformat(clock), tzinfo=self.last.tzinfo)
         elif self.last is not None:
             value = self.last
         else:

@@ -19,7 +19,8 @@ and nothing it can derive:
 - `origin` once on `<Linear_Flow>` / `<Background_Context>` (their most common origin, when every
   node there has one), and on a node only where it differs from its parent's (or the container's);
 - `timestamp` only when it changes from the node before (document order within the container),
-  and as `time="HH:MM"` (seconds when there are any) when only the time of day changed;
+  and as `time="HH:MM"` (seconds when there are any) when only the time of day changed, as
+  `time="MM-DDTHH:MM"` when only the year and the zone stay (the rest comes from the node before);
 - `keywords` only those the node's text does not already say (all of them on an Unpacked page, which
   shows no text of its own: a file's path, a segment's topic); `handle` only on a Consolidated page
   (Explore searches inside a structured block; a turn or a chunk has no inside).
@@ -105,18 +106,20 @@ def _stamp(value: datetime) -> str:
 
 
 def dense_time(value: datetime, previous: datetime | None) -> tuple[str, str] | None:
-    """The dense timestamp attribute of a node after one stamped `previous`: None when equal,
-    `time` when only the time of day changed (same date, same zone), else `timestamp`."""
+    """The dense timestamp attribute of a node after one stamped `previous`: None when equal;
+    within the same zone, `time` when only the time of day changed (`HH:MM`, seconds when there are
+    any) and `time="MM-DDTHH:MM"` when the year is the same; else `timestamp` whole."""
     if previous is not None and value == previous and value.utcoffset() == previous.utcoffset():
         return None
     if (
         previous is not None
-        and value.date() == previous.date()
+        and value.year == previous.year
         and (value.tzinfo is None) == (previous.tzinfo is None)
         and value.utcoffset() == previous.utcoffset()
     ):
         clock = value.time()
-        return "time", clock.isoformat("minutes" if not clock.second and not clock.microsecond else "auto")
+        text = clock.isoformat("minutes" if not clock.second and not clock.microsecond else "auto")
+        return "time", text if value.date() == previous.date() else f"{value:%m-%d}T{text}"
     return "timestamp", _stamp(value)
 
 
@@ -277,7 +280,7 @@ def _escaped_text(text: str) -> tuple[str, str]:
     return marker, text
 
 
-def node_lines(page: Page, view: View, level: int, indent: str = "  ") -> list[str]:
+def node_lines(page: Page, view: View, level: int, indent: str = "") -> list[str]:
     """A text shaped like the page's dense `<Node>` at nesting `level` (an estimate for overflow
     governance: the exact count is of the XML), given as its element lines (each ends before a
     line break followed by a `<`; text never holds a literal `<`). It assumes the origin and the
@@ -360,7 +363,7 @@ def build_document_tree(doc: PagedContextDocument, *, dense: bool = True) -> etr
 
 def render_document(doc: PagedContextDocument, *, validate: bool = True, dense: bool = True) -> str:
     """The XML text of a typed document."""
-    return serialize(build_document_tree(doc, dense=dense), validate=validate)
+    return serialize(build_document_tree(doc, dense=dense), validate=validate, indent=not dense)
 
 
 def dense_form(doc: PagedContextDocument) -> PagedContextDocument:
@@ -497,11 +500,12 @@ def render_state(
         system_instructions=system_instructions,
         dense=dense,
     )
-    return serialize(tree, validate=validate)
+    return serialize(tree, validate=validate, indent=not dense)
 
 
-def serialize(root: etree._Element, *, validate: bool = True) -> str:
-    """Validate (by default) and serialize a PagedContext tree, indented for the model to read."""
+def serialize(root: etree._Element, *, validate: bool = True, indent: bool = False) -> str:
+    """Validate (by default) and serialize a PagedContext tree, one element a line: unindented (the
+    dense form's default), or indented two spaces a level as the seed's boilerplate (`indent`)."""
     if validate:
         errors = validation_errors(root)
         if errors:
@@ -512,7 +516,21 @@ def serialize(root: etree._Element, *, validate: bool = True) -> str:
                 line=first.line,
                 column=first.column,
             )
-    return etree.tostring(root, encoding="unicode", pretty_print=True)
+    if indent:
+        return etree.tostring(root, encoding="unicode", pretty_print=True)
+    _lay_out(root)
+    return etree.tostring(root, encoding="unicode") + "\n"
+
+
+def _lay_out(root: etree._Element) -> None:
+    """One element a line, unindented (issue 19: an indent costs a token a line and says nothing
+    the tags do not). Only elements holding elements alone get line breaks; text is never touched."""
+    for element in root.iter():
+        if len(element) and not (element.text or "").strip():
+            element.text = "\n"
+            for child in element:
+                if not (child.tail or "").strip():
+                    child.tail = "\n"
 
 
 def markup_tokens(xml: str, count: Callable[[str], int]) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from pagedctx.pages import Origin, PageType, SessionState, Transition, View, con
 from pagedctx.protocol.context import ContextNode, PagedContextDocument
 from pagedctx.protocol.instructions_text import LONG_INSTRUCTIONS, SHORT_INSTRUCTIONS, system_instructions
 from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import dense_form, markup_tokens, render_document, render_state
+from pagedctx.protocol.render import dense_form, dense_time, markup_tokens, render_document, render_state
 from pagedctx.protocol.schema import validation_errors
 from pagedctx.protocol.tokens import token_counter
 
@@ -34,10 +34,10 @@ KEYWORD = st.sampled_from(["park", "kids", "Melanie", "retry loop", "sunset", "x
 
 @st.composite
 def stamps(draw: st.DrawFn) -> datetime:
-    """Times that often repeat or share a date: what the dense form shortens."""
+    """Times that often repeat or share a date or a year: what the dense form shortens."""
     zone = draw(st.sampled_from(ZONES))
     value = BASE + timedelta(
-        days=draw(st.integers(0, 2)),
+        days=draw(st.sampled_from([0, 1, 2, 28, 400])),
         minutes=draw(st.integers(0, 3)),
         seconds=draw(st.sampled_from([0, 0, 30])),
         microseconds=draw(st.sampled_from([0, 0, 0, 250])),
@@ -225,3 +225,48 @@ def test_a_profile_chooses_the_long_instructions(tmp_path: Path) -> None:
         ).replace("<", "&lt;").replace(">", "&gt;")
         sizes[name] = result.tokens
     assert sizes["long"] > sizes["short"] + 100
+
+
+def test_a_time_after_a_node_of_the_same_year_drops_what_repeats() -> None:
+    """Issue 19 item 1, P7: a node's time is written from where it differs from the node before:
+    nothing, the time of day, the month and day (same year and zone), or the whole timestamp; the
+    parser gives back the same instant."""
+    before = datetime(2023, 8, 14, 14, 24, tzinfo=UTC)
+    cases = [
+        (before, None),
+        (datetime(2023, 8, 14, 15, 2, tzinfo=UTC), ("time", "15:02")),
+        (datetime(2023, 8, 28, 15, 20, tzinfo=UTC), ("time", "08-28T15:20")),
+        (datetime(2023, 12, 1, 9, 5, 30, tzinfo=UTC), ("time", "12-01T09:05:30")),
+        (datetime(2024, 1, 2, 9, 5, tzinfo=UTC), ("timestamp", "2024-01-02T09:05Z")),
+        (
+            datetime(2023, 8, 28, 15, 20, tzinfo=timezone(timedelta(hours=2))),
+            ("timestamp", "2023-08-28T15:20+02:00"),
+        ),
+        (datetime(2023, 8, 28, 15, 20), ("timestamp", "2023-08-28T15:20")),
+    ]
+    for value, expected in cases:
+        assert dense_time(value, before) == expected, value
+    flow = [
+        ContextNode(
+            id=f"{n:05x}", type=PageType.ORIGINAL, view=View.DETAIL, depth=0, origin=Origin.HISTORY,
+            timestamp=value, content=f"turn {n}",
+        )
+        for n, value in enumerate([before, *(v for v, _ in cases[1:4])])
+    ]  # fmt: skip
+    doc = PagedContextDocument(
+        current_time=NOW, system_instructions=SHORT_INSTRUCTIONS, query="q", flow=tuple(flow)
+    )
+    text = render_document(doc)
+    assert 'time="08-28T15:20"' in text and 'time="12-01T09:05:30"' in text
+    assert [n.timestamp for n in parse_document(text).flow] == [n.timestamp for n in flow]
+
+
+def test_the_dense_form_is_one_element_a_line_unindented() -> None:
+    """Issue 19 item 1: an indent costs a token a line; the dense form writes none, the full form
+    keeps the seed's two spaces a level; the texts are the same."""
+    state = build(original(1), original(2), original(3))
+    dense = render_state(state, current_time=NOW, query="q")
+    full = render_state(state, current_time=NOW, query="q", dense=False)
+    assert all(not line.startswith(" ") for line in dense.splitlines())
+    assert "\n    <Node " in full
+    assert dense.count("<Node ") == full.count("<Node ") == 3

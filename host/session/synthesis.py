@@ -88,7 +88,7 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = ["GOVERNANCE_ACTIONS", "Synthesis", "SynthesisRequest", "count_document", "synthesize"]
 
 _ROOT_LEVEL = 2  # <PagedContext> > <Linear_Flow> | <Background_Context> > <Node>
-_INDENT = "  "  # lxml's pretty_print indentation per level
+_INDENT = ""  # the render writes one element a line, unindented (protocol.render.serialize)
 _BACKGROUND_WRAPPER = f"{_INDENT}<Background_Context>\n{_INDENT}</Background_Context>\n"
 
 Relevance = Annotated[float, Field(allow_inf_nan=False)]
