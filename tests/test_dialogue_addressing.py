@@ -279,3 +279,41 @@ def test_unused_budget_goes_to_the_next_turns_addressing_ranked(
     assert plain.rounds[0].tokens < filled.rounds[0].tokens <= 1000
     assert len(detail(filled)) > len(detail(plain))
     assert filled.rounds[0].dehydrated == plain.rounds[0].dehydrated
+
+
+def _latest_roots(prepared: Prepared) -> set[str]:
+    """The roots a paged dialogue keeps in the flow before any addressing: its latest turns."""
+    return set(prepared.state.flow)
+
+
+def test_the_latest_turns_give_way_to_the_turns_addressing_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 3, P3/P13: a question about the past finds a turn far back; the latest
+    segments it does not address leave the flow for the index (an Evict step each; one comes back
+    when a later round addresses it); without the rule more of them stay in the flow."""
+    turns = _turns(random.Random(7), sessions=20)
+    turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
+    path = _write(tmp_path / "d.jsonl", turns)
+    question = "How long did Ilse take to swim the fjord?"
+    start = T0 + timedelta(days=200)
+    prepared, result = _run(path, question, 2000, start)
+    latest = _latest_roots(prepared)
+    assert latest
+    gave_way = {s.target for s in result.steps if s.action == "Evict" and "gives way" in s.reason}
+    assert gave_way and gave_way <= latest
+    monkeypatch.setattr(loop, "GIVE_WAY", False)
+    _, kept = _run(path, question, 2000, start)
+    assert not any("gives way" in s.reason for s in kept.steps)
+    shown_latest = latest & {*result.state.flow, *result.state.background}  # some come back when addressed
+    assert len(shown_latest) < len(latest & {*kept.state.flow, *kept.state.background})
+    assert result.tokens <= 2000 and kept.tokens <= 2000
+
+
+def test_the_latest_turns_stay_when_addressing_finds_no_turn(tmp_path: Path) -> None:
+    """Issue 19 item 3, P13: a continuation that names nothing the talk said ("and then?") keeps
+    the latest segments: they are what the talk is about."""
+    path = _write(tmp_path / "d.jsonl", _turns(random.Random(8), sessions=20))
+    prepared, result = _run(path, "And then, zzyzx?", 2000, T0 + timedelta(days=200))
+    assert not any("gives way" in s.reason for s in result.steps)
+    assert _latest_roots(prepared) & {*result.state.flow, *result.state.background}

@@ -24,6 +24,7 @@ from pagedctx.host.records.trace import read_trace
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.model_backed import ModelRouter, ModelWorker
 from pagedctx.host.roles.transport import LocalRouter
+from pagedctx.host.session import loop
 from pagedctx.host.session.loop import (
     NODE_TOKENS,
     SessionParts,
@@ -271,6 +272,7 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
 
     intent = "which port is used by the service on the staging box"
     inputs = SessionInputs(dialogues=(dialogue,))
+    monkeypatch.setattr(loop, "GIVE_WAY", False)  # the latest segments stay in Summary: one to consult
     _, result = session(inputs, tmp_path, intent, budget=1500, rounds=1, worker=worker)
     assert consulted, "the first view shows a summary to consult"
     assert consulted[0] in result.focus

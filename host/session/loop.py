@@ -44,7 +44,9 @@ from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, Synth
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Origin, OriginalPage, SessionState, View, is_visible
+from pagedctx.pages.exchange import evict
 from pagedctx.pages.moves import end_round
+from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.context import TraceStep
 from pagedctx.protocol.instructions import Explore, parse_worker_output
@@ -56,6 +58,7 @@ __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Wo
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
 FILL = True
+GIVE_WAY = True
 HOT_SHARE = 0.95  # of the budget less the frame, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
@@ -283,6 +286,38 @@ def _filled(
     return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
 
 
+def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list[TraceStep]]:
+    """The latest turns give way to the turns addressing found (issue 19 item 3).
+
+    When the plan shows a turn of the history in Detail, the roots of the history left in Summary
+    (nothing of theirs revealed: the latest segments a paged dialogue keeps in the flow, P13) go to
+    the index (Shelved, `exchange.evict`), where they stay searchable and come back when addressed.
+    When addressing finds no turn (a continuation, "and then?") they stay: they are what the talk
+    was about."""
+    pages = state.pages
+    if not any(
+        isinstance(pages.get(p), OriginalPage) and pages[p].origin is Origin.HISTORY for p in plan.hot
+    ):
+        return state, []
+    kept = {*plan.hot, *plan.indexed}
+    steps: list[TraceStep] = []
+    for root in state.flow:
+        page = pages[root]
+        if (
+            page.origin is not Origin.HISTORY
+            or page.draft
+            or root in kept
+            or state.views[root] is not View.SUMMARY
+        ):
+            continue
+        moved = evict(state, root)
+        if isinstance(moved, Transition):
+            state = moved.state
+            reason = "a latest turn not addressed gives way to the turns addressing found (Shelved)"
+            steps.append(TraceStep(action="Evict", target=root, reason=reason, status="ok"))
+    return state, steps
+
+
 def _sync(router: Router, before: SessionState, after: SessionState) -> None:
     """Tell the router what changed (nothing to say: no call)."""
     removed, changed = changes(before, after)
@@ -416,9 +451,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         before = state
         allowance = max(1, (request.budget.total - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
+        last_relevance = _relevance(state, plan.relevance)
+        state, gave_way = _give_way(state, plan) if GIVE_WAY else (state, [])
+        boundary.extend(gave_way)
         _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
-        last_relevance = _relevance(state, plan.relevance)
         view = _View(now=now, query=intent.text, focus=last_focus, relevance=last_relevance)
         synthesis = _filled(
             _render(state, view, request, parts, worker_steps), plan, view, request, parts, steps=worker_steps
