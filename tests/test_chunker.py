@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedctx.errors import UsageError
+from pagedctx.host.code import chunker as chunker_module
 from pagedctx.host.code import parsing
 from pagedctx.host.code.assembly import Dialect, dialect_of
 from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile
@@ -950,3 +951,61 @@ def test_tags_query_leaves_out_doc_comments(language: str, source: bytes) -> Non
     matches = ts.QueryCursor(lang.tags).matches(lang.parser().parse(source).root_node)
     assert any(name.startswith("definition.") for _, captures in matches for name in captures)
     assert all("doc" not in captures for _, captures in matches)
+
+
+# ---------------------------------------------------------------------------------------------
+# Large files, a window at a time (issue 20 item 4)
+
+
+def _segmented(window: int, path: str, data: bytes) -> ParsedFile:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chunker_module, "SEGMENT_BYTES", window)
+        return chunk_file(path, data)
+
+
+@pytest.mark.parametrize("window", [64, 700])
+def test_segmented_chunks_equal_the_whole_files(window: int) -> None:
+    """S2 (issue 20 item 4): a file over SEGMENT_BYTES chunked a window at a time gives the whole
+    parse's chunks (ids, bodies, lines, parents, skeletons, symbols), in every language's fixtures
+    and in this package's own modules; the errors too where the file has none."""
+    sources = [*SOURCES, *sorted(Path(chunker_module.__file__).parent.parent.rglob("*.py"))[:60]]
+    segmented_files = 0
+    for source in sources:
+        data = source.read_bytes()
+        whole = chunk_file(_rel(source), data)
+        parts = _segmented(window, _rel(source), data)
+        assert parts.chunks == whole.chunks, source
+        if not whole.errors:
+            assert parts.errors == (), source
+        segmented_files += len(data) > window and whole.language != "asm"
+    assert segmented_files > 40
+
+
+_TOP_LEVEL = st.sampled_from(
+    [
+        "def f{n}(x):\n    return g{n}(x)\n",
+        "class C{n}(Base):\n    '''Doc.'''\n\n    def m(self):\n        return self.f{n}()\n\n    x = 1\n",
+        "# about f\ndef f(y):\n    return y\n",
+        "@decorated\ndef d{n}():\n    pass\n",
+        "VALUE_{n} = [\n    1,\n\n    2,\n]\n",
+        "if TYPE_CHECKING:\n    def t{n}(): ...\n",
+        "# a comment\n",
+        "text = '''\n\ndef not_a_function():\n    pass\n'''\n",
+        "def broken{n}(:\n",
+    ]
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(_TOP_LEVEL, st.sampled_from(["", "\n", "\n\n"])), max_size=25), st.integers(8, 400))
+def test_segmented_python_property(items: list[tuple[str, str]], window: int) -> None:
+    """S2 (issue 20 item 4): any module of top-level functions, classes, decorated and repeated
+    definitions, comments, multi-line strings and values, with any blank lines between: the chunks
+    of a window at a time equal the whole parse's (for a file with syntax errors too)."""
+    data = "".join(text.format(n=n) + gap for n, (text, gap) in enumerate(items)).encode()
+    whole = chunk_file("m.py", data)
+    parts = _segmented(window, "m.py", data)
+    assert parts.chunks == whole.chunks
+    if not whole.errors:
+        assert parts.errors == ()
+    check_invariants(parts, data)

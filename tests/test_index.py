@@ -14,11 +14,12 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import UsageError
+from pagedctx.host.code import chunker as chunker_module
 from pagedctx.host.ingest import analyse as analyse_module
 from pagedctx.host.ingest import index as index_module
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import load_catalog
+from pagedctx.host.select.catalog import CollectedParts, load_catalog
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 
@@ -487,3 +488,83 @@ def test_the_index_on_redis_matches_sqlite(repo: Path, tmp_path: Path, redis_url
 def _bump_mtime(path: Path) -> None:
     info = path.stat()
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 5_000_000_000))
+
+
+def _large(root: Path, functions: int) -> Path:
+    body = "".join(
+        f"def f{n}(x):\n    '''Adds {n}.'''\n    return g{n % 7}(x) + {n}\n\n\n" for n in range(functions)
+    )
+    return write(
+        root / "big" / "generated.py",
+        f'"""Generated."""\n\n\n{body}class Tail:\n    def f0(self):\n        pass\n',
+    )
+
+
+def _small_streams(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Files over 2,000 bytes streamed, windows of 600 bytes, writes of 50 chunks; the chunks
+    each write held."""
+    monkeypatch.setattr(analyse_module, "STREAM_BYTES", 2000)
+    monkeypatch.setattr(chunker_module, "SEGMENT_BYTES", 600)
+    monkeypatch.setattr(index_module, "BATCH_CHUNKS", 50)
+    writes: list[int] = []
+    flush = index_module._Updater._flush
+
+    def counted(self: index_module._Updater, pending: index_module._Pending) -> None:
+        writes.append(len(pending.chunks))
+        flush(self, pending)
+
+    monkeypatch.setattr(index_module._Updater, "_flush", counted)
+    return writes
+
+
+def test_a_large_file_is_written_in_batches_as_the_whole_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path
+) -> None:
+    """S1, S2 (issue 20 item 4): a file over STREAM_BYTES is chunked a window at a time and written
+    in batches of chunks; the store and the catalog parts equal those of the whole-file path, key
+    for key, with its edits and its removal too."""
+    big = _large(repo, 300)
+    whole = Index(open_store(f"sqlite:///{tmp_path / 'whole.db'}"), workers=1)
+    whole_parts = CollectedParts()
+    whole.update([repo], hook=whole_parts.hook())
+    writes = _small_streams(monkeypatch)
+    streamed = Index(open_store(f"sqlite:///{tmp_path / 'streamed.db'}"), workers=1)
+    parts = CollectedParts()
+    report = streamed.update([repo], hook=parts.hook())
+    assert report.chunks == whole.status().chunks and len(writes) >= 6 and max(writes) < 80
+    assert parts.parts == whole_parts.parts
+    for store_key in (keys.CHUNKS, keys.FILES_META, keys.BLOCKS, keys.HANDLES, keys.UNITS, "pagedctx/files"):
+        assert streamed.store.hgetall(store_key) == whole.store.hgetall(store_key), store_key
+    assert streamed.store.hgetall(index_module.STREAMING) == {}
+    big.write_text(
+        big.read_text().replace("def f7(x)", "def f7_renamed(x)").replace("def f9(x)", "def f9(y)")
+    )
+    assert streamed.update([repo]).parsed == ["big/generated.py"]
+    assert [c.id for c in streamed.defining("f7_renamed")] == ["big/generated.py::f7_renamed"]
+    assert streamed.defining("f7") == []
+    monkeypatch.undo()
+    assert_same_as_fresh(streamed, [repo], tmp_path)
+    big.unlink()
+    _small_streams(monkeypatch)
+    streamed.update([repo])
+    monkeypatch.undo()
+    assert_same_as_fresh(streamed, [repo], tmp_path)
+
+
+def test_a_large_file_left_half_written_is_swept(
+    monkeypatch: pytest.MonkeyPatch, index: Index, repo: Path, tmp_path: Path
+) -> None:
+    """S1 (issue 20 item 4): an update killed while writing a large file leaves its streaming mark;
+    the next update removes every chunk of that path it wrote, and parses the file anew."""
+    big = _large(repo, 120)
+    _small_streams(monkeypatch)
+    index.update([repo])
+    monkeypatch.undo()
+    orphan = "big/generated.py::left_over"
+    index.store.hset(keys.CHUNKS, {orphan: index.store.hget(keys.CHUNKS, "big/generated.py::f1") or ""})
+    index.store.hset(index_module.STREAMING, {"big/generated.py": "{}"})
+    big.write_text(big.read_text() + "\ndef added():\n    pass\n")
+    report = index.update([repo])
+    assert report.parsed == ["big/generated.py"] and index.store.hget(keys.CHUNKS, orphan) is None
+    assert index.store.hgetall(index_module.STREAMING) == {}
+    assert_same_as_fresh(index, [repo], tmp_path)

@@ -59,6 +59,7 @@ import bisect
 import codecs
 import operator
 import re
+from collections.abc import Iterator
 from typing import Literal, NamedTuple
 
 import tree_sitter as ts
@@ -70,15 +71,19 @@ from pagedctx.host.code.languages import (
     IDENTIFIER_CAPTURE,
     LEADING_CAPTURE,
     TOKENS_CAPTURE,
+    CompiledLanguage,
     LanguageSpec,
     compiled,
     language_for_path,
     spec_for,
     supported_suffixes,
 )
-from pagedctx.host.code.parsing import parse
+from pagedctx.host.code.parsing import Parsed, parse
 
-__all__ = ["KIND_PRECEDENCE", "MAX_ERRORS", "VALUE_SKELETON_LINES", "Tag", "chunk_file", "tags"]
+__all__ = [
+    "KIND_PRECEDENCE", "MAX_ERRORS", "SEGMENT_BYTES", "VALUE_SKELETON_LINES", "Segments", "Tag",
+    "chunk_file", "tags",
+]  # fmt: skip
 
 K = ChunkKind
 #: Among captures of the same origin (stock or extension) on one node, the earliest kind here wins.
@@ -91,6 +96,9 @@ _CLASS_LIKE = frozenset({K.CLASS, K.STRUCT, K.INTERFACE, K.TRAIT, K.IMPL, K.ENUM
 _FUNCTIONS = frozenset({K.FUNCTION, K.METHOD})
 _VALUES = frozenset({K.CONSTANT, K.VARIABLE, K.LABEL, K.MACRO})
 MAX_ERRORS = 100
+#: Files larger than this are chunked a window of this many bytes at a time (`Segments`).
+SEGMENT_BYTES = 1 << 20
+_TOP_LINE = re.compile(rb"\n[ \t\r\f]*\n(?=[^\s)\]}])")
 VALUE_SKELETON_LINES = 20
 _DEFAULT_INDENT = "    "
 _Key = tuple[int, int, str]
@@ -207,52 +215,174 @@ def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedF
 
     Raises `UsageError` for a language (or suffix) without a chunker; never raises on content.
     """
-    name = _language(path, language)
-    line_chunker = spec_for(name).line_chunker
-    if line_chunker is not None:
-        return line_chunker.chunk_file(path, source)
-    lang = compiled(name)
-    src = _Source(source)
-    parsed = parse(lang, src.parsed)
-    root = parsed.tree.root_node
-    captures = ts.QueryCursor(lang.chunking).captures(root)
-    leading = _Leading(parsed.comments(captures.get(LEADING_CAPTURE, [])), src)
-    defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
-    starts, words = _identifiers(captures.get(IDENTIFIER_CAPTURE, []), captures.get(TOKENS_CAPTURE, []), src)
-    keywords = lang.spec.keywords
-    for d in reversed(defs):  # children before parents: container skeletons reuse theirs
-        d.skeleton = _skeleton(lang.spec, d, leading)
-    seen: dict[str, int] = {}
-    chunks = []
-    for d in defs:
-        seen[d.qualname] = occurrence = seen.get(d.qualname, 0) + 1
-        low, high = bisect.bisect_left(starts, d.start), bisect.bisect_left(starts, d.end)
-        referenced = tuple(sorted(set(words[low:high]) - keywords))
-        defined = {d.qualname, d.name, *d.symbols}
-        first_row = d.start_row
-        end_row, end_column = d.end_point
-        chunks.append(
-            Chunk(
-                id=chunk_id(path, d.qualname, occurrence),
-                path=path,
-                language=name,
-                kind=d.kind,
-                name=d.name,
-                qualname=d.qualname,
-                parent=d.parent,
-                skeleton=d.skeleton,
-                body=src.text(d.start, d.end),
-                start_byte=d.start,
-                end_byte=d.end,
-                start_line=first_row + 1,
-                end_line=max(first_row + 1, end_row + 1 if end_column else end_row),
-                symbols_defined=tuple(sorted(defined)),
-                symbols_referenced=referenced,
+    segments = Segments(path, source, language)
+    chunks = tuple(chunk for segment in segments for chunk in segment)
+    return ParsedFile(path=path, language=segments.language, chunks=chunks, errors=segments.errors)
+
+
+class Segments:
+    """A file's chunks, one top-level stretch of it at a time (issue 20 item 4): iterate for the
+    chunks of each segment in source order; `errors` is complete once they are all read.
+
+    A file of at most `SEGMENT_BYTES` (every file under the default size limit), one that is not
+    UTF-8, or one of a language without a grammar is one segment, chunked as a whole. A larger file
+    is parsed a window at a time: a window ends at the first line after `SEGMENT_BYTES` that
+    follows a blank line and starts with code (`_window_end`); when its tree holds no syntax error,
+    it is used up to the start of its last top-level node but the final one that starts a line after
+    a blank line (`_cut`), and the next window starts there. A window with an error, or without such
+    a node (a C include guard, one Java class), is followed by the rest of the file parsed whole.
+    Memory is then that of one window's tree and chunks, not of the file's (a 50 MB file's tree
+    alone is ~1.8 GB). The chunks are the whole parse's: definitions never span a cut, a blank line
+    stops leading comments, ids count occurrences across segments (`#N`), offsets and lines are the
+    file's. What it rests on: the parse of an error-free prefix of a file agrees with the whole
+    file's parse on the top-level nodes before the prefix's last one (the parser reads left to
+    right); checked equal on every fixture and on generated modules (tests), and on ~9,600 real
+    files with 2 KB windows. Errors are listed as a whole parse lists them, but a file with syntax
+    errors may have them reported at other positions (error recovery sees another start).
+    """
+
+    def __init__(self, path: str, source: bytes, language: str | None = None) -> None:
+        self.path = path
+        self.source = source
+        self.language = _language(path, language)
+        self._errors: list[str] = []
+        self._error_count = 0
+        self._more_at: str | None = None  # the position of the first error not listed
+        self.errors: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[tuple[Chunk, ...]]:
+        path, source, name = self.path, self.source, self.language
+        line_chunker = spec_for(name).line_chunker
+        if line_chunker is not None:
+            parsed_file = line_chunker.chunk_file(path, source)
+            yield parsed_file.chunks
+            self.errors = parsed_file.errors
+            return
+        lang = compiled(name)
+        seen: dict[str, int] = {}
+        if len(source) <= SEGMENT_BYTES or not _utf8(source):
+            src = _Source(source)
+            yield self._chunks(lang, src, parse(lang, src.parsed), seen, len(source), 0, 0)
+            self.errors = (*([src.problem] if src.problem else []), *self._finished())
+            return
+        start, row = 0, 0
+        while start < len(source):
+            end = _window_end(source, start + SEGMENT_BYTES)
+            src = _Source(source[start:end])
+            parsed = parse(lang, src.parsed)
+            cut = _cut(parsed.tree.root_node, src.data) if end < len(source) else len(src.data)
+            if cut is None:  # an error, or one top-level node: the rest of the file as a whole
+                src = _Source(source[start:])
+                parsed = parse(lang, src.parsed)
+                cut = len(src.data)
+            yield self._chunks(lang, src, parsed, seen, cut, start, row)
+            del parsed, src
+            row += source.count(b"\n", start, start + cut)
+            start += cut
+        self.errors = self._finished()
+
+    def _chunks(  # noqa: PLR0917 - one window's state, in the order it is read
+        self,
+        lang: CompiledLanguage,
+        src: _Source,
+        parsed: Parsed,
+        seen: dict[str, int],
+        cut: int,
+        offset: int,
+        rows: int,
+    ) -> tuple[Chunk, ...]:
+        """The chunks of `src` (the file's bytes from `offset`, after `rows` lines) that start before
+        `cut`, with the file's offsets and lines; the syntax errors there are noted."""
+        path, name = self.path, self.language
+        root = parsed.tree.root_node
+        captures = ts.QueryCursor(lang.chunking).captures(root)
+        if cut < len(src.data):
+            captures = {key: [n for n in nodes if n.start_byte < cut] for key, nodes in captures.items()}
+        leading = _Leading(parsed.comments(captures.get(LEADING_CAPTURE, [])), src)
+        defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
+        identifiers, tokens = captures.get(IDENTIFIER_CAPTURE, []), captures.get(TOKENS_CAPTURE, [])
+        starts, words = _identifiers(identifiers, tokens, src)
+        keywords = lang.spec.keywords
+        for d in reversed(defs):  # children before parents: container skeletons reuse theirs
+            d.skeleton = _skeleton(lang.spec, d, leading)
+        chunks = []
+        for d in defs:
+            seen[d.qualname] = occurrence = seen.get(d.qualname, 0) + 1
+            low, high = bisect.bisect_left(starts, d.start), bisect.bisect_left(starts, d.end)
+            referenced = tuple(sorted(set(words[low:high]) - keywords))
+            defined = {d.qualname, d.name, *d.symbols}
+            first_row = d.start_row + rows
+            end_row, end_column = d.end_point
+            end_row += rows
+            chunks.append(
+                Chunk(
+                    id=chunk_id(path, d.qualname, occurrence),
+                    path=path,
+                    language=name,
+                    kind=d.kind,
+                    name=d.name,
+                    qualname=d.qualname,
+                    parent=d.parent,
+                    skeleton=d.skeleton,
+                    body=src.text(d.start, d.end),
+                    start_byte=d.start + offset,
+                    end_byte=d.end + offset,
+                    start_line=first_row + 1,
+                    end_line=max(first_row + 1, end_row + 1 if end_column else end_row),
+                    symbols_defined=tuple(sorted(defined)),
+                    symbols_referenced=referenced,
+                )
             )
-        )
-    errors = [src.problem] if src.problem else []
-    errors.extend(_syntax_errors(root, src))
-    return ParsedFile(path=path, language=name, chunks=tuple(chunks), errors=tuple(errors))
+        self._note_errors(root, src, cut, rows)
+        return tuple(chunks)
+
+    def _note_errors(self, root: ts.Node, src: _Source, cut: int, rows: int) -> None:
+        """Rule 6 for the part of the file before `cut`: at most `MAX_ERRORS` listed in all."""
+        found = [node for node in _error_nodes(root) if node.start_byte < cut]
+        room = MAX_ERRORS - len(self._errors)
+        self._errors.extend(_error_text(node, src, rows) for node in found[:room])
+        if len(found) > room and self._more_at is None:
+            line, column = src.position(found[room].start_byte)
+            self._more_at = f"line {line + rows}, column {column}"
+        self._error_count += len(found)
+
+    def _finished(self) -> tuple[str, ...]:
+        more = self._more_at
+        tail = [f"{more}: {self._error_count - MAX_ERRORS} more syntax errors not listed"] if more else []
+        return (*self._errors, *tail)
+
+
+def _utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _window_end(data: bytes, at: int) -> int:
+    """The start of the first line at or after byte `at` that follows a blank line and starts with
+    neither blank nor a closing bracket (most likely top-level code), or the end of `data`."""
+    found = _TOP_LINE.search(data, max(0, at - 2)) if at < len(data) else None
+    return found.end() if found is not None else len(data)
+
+
+def _cut(root: ts.Node, data: bytes) -> int | None:
+    """Where a segment of a window's tree ends (see `Segments`): None if the window holds an error,
+    else the start of its last top-level node but the final one that starts a line after a blank
+    line (not the window's first node); None when there is none."""
+    if root.has_error:
+        return None
+    for child in reversed(root.children[1:-1]):
+        at = child.start_byte
+        if child.start_point.column != 0 or data[at - 1 : at] != b"\n":
+            continue
+        previous = data.rfind(b"\n", 0, at - 1) + 1
+        if not data[previous : at - 1].strip():
+            return at
+    return None
 
 
 def _kind(spec: LanguageSpec, capture: str) -> tuple[ChunkKind, _Rank] | None:
@@ -526,8 +656,8 @@ def _container(
     return lines
 
 
-def _syntax_errors(root: ts.Node, src: _Source) -> list[str]:
-    """Rule 6: `line L, column C: syntax error near '...'` for each ERROR and MISSING node."""
+def _error_nodes(root: ts.Node) -> list[ts.Node]:
+    """Rule 6: every ERROR and MISSING node, in source order."""
     if not root.has_error:
         return []
     found: list[ts.Node] = []
@@ -539,20 +669,19 @@ def _syntax_errors(root: ts.Node, src: _Source) -> list[str]:
             continue
         stack.extend(child for child in reversed(node.children) if child.has_error)
     found.sort(key=lambda n: n.start_byte)
-    out = []
-    for node in found[:MAX_ERRORS]:
-        line, column = src.position(node.start_byte)
-        if node.is_missing:
-            near = _snippet(src, node.start_byte, node.start_byte + 40)
-            where = f"near '{near}'" if near else "at end of file"
-            out.append(f"line {line}, column {column}: syntax error {where} (missing '{node.type}')")
-        else:
-            near = _snippet(src, node.start_byte, min(node.end_byte, node.start_byte + 40))
-            out.append(f"line {line}, column {column}: syntax error near '{near}'")
-    if len(found) > MAX_ERRORS:
-        line, column = src.position(found[MAX_ERRORS].start_byte)
-        out.append(f"line {line}, column {column}: {len(found) - MAX_ERRORS} more syntax errors not listed")
-    return out
+    return found
+
+
+def _error_text(node: ts.Node, src: _Source, rows: int = 0) -> str:
+    """`line L, column C: syntax error near '...'` (lines counted from `rows` before `src`)."""
+    line, column = src.position(node.start_byte)
+    line += rows
+    if node.is_missing:
+        near = _snippet(src, node.start_byte, node.start_byte + 40)
+        where = f"near '{near}'" if near else "at end of file"
+        return f"line {line}, column {column}: syntax error {where} (missing '{node.type}')"
+    near = _snippet(src, node.start_byte, min(node.end_byte, node.start_byte + 40))
+    return f"line {line}, column {column}: syntax error near '{near}'"
 
 
 def _snippet(src: _Source, start: int, end: int) -> str:

@@ -4,6 +4,11 @@ file, and each chunk's body and skeleton: stored with the chunk, a selection nee
 Pure of the store, so it runs in worker processes: a large update spreads files over a process
 pool (tree-sitter and tiktoken both hold the GIL, so threads would not help), a small one runs
 in-process. Results come back in task order as plain data (chunk JSON included), cheap to pickle.
+
+A file larger than `STREAM_BYTES` (only under a raised size limit) is analysed in the updating
+process as a `Stream` (issue 20 item 4): its chunks come segment by segment (`chunker.Segments`),
+counted and turned to JSON there, for the update to write in batches; the whole file's token count,
+errors and derived part are known once they are all read. Its memory is that of a segment.
 """
 
 from __future__ import annotations
@@ -11,22 +16,31 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pagedctx.host.code.chunk import Chunk
-from pagedctx.host.code.chunker import chunk_file
+from pagedctx.host.code.chunker import SEGMENT_BYTES, Segments, chunk_file
+from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.file_role import HEAD_BYTES, GitAttributes, file_role
 from pagedctx.host.ingest.walk import SkipReason
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
-__all__ = ["PARALLEL_MIN_FILES", "Analysis", "Derive", "Task", "analyse", "analyse_all"]
+__all__ = [
+    "PARALLEL_MIN_FILES", "STREAM_BYTES", "Analysis", "ChunkRecord", "Derive", "Merge", "Stream", "Task",
+    "analyse", "analyse_all",
+]  # fmt: skip
 
 PARALLEL_MIN_FILES = 64  # below this, starting worker processes costs more than it saves
 _BINARY_SNIFF = 8192
+_PIECE_END = re.compile(rb"\n(?=[ \t]*[\x21-\x7e])")  # ASCII: a block start by any reading
 _counters: dict[str, CachedCounter] = {}
+STREAM_BYTES = SEGMENT_BYTES  # larger files are analysed as a Stream, in the updating process
 Derive = Callable[[str, Sequence[Chunk]], Any]  # (path, chunks) -> what a layer above keeps of a file
+Merge = Callable[[list[Any]], Any]  # what Derive made of each segment of a streamed file -> the file's
+ChunkRecord = tuple[str, str, tuple[str, ...]]  # (id, Chunk JSON with its counts, symbols_defined)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +51,8 @@ class Task:
     tokenizer: str
     derive: Derive | None = None  # run on the chunks where the file is parsed (a worker process)
     attributes: GitAttributes | None = None  # the .gitattributes rules its role is read with
+    size: int = 0  # the file's size when found (over STREAM_BYTES: analysed as a Stream)
+    merge: Merge | None = None  # joins `derive`'s results over a streamed file's segments
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +66,41 @@ class Analysis:
     language: str = ""
     tokens: int = 0
     lines: int = 0
-    chunks: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (id, Chunk JSON, symbols_defined)
+    chunks: tuple[ChunkRecord, ...] = ()
     errors: tuple[str, ...] = ()
     derived: Any = None  # what `Task.derive` made of the chunks
     role: str = ""  # what the file is for (`file_role.FileRole` value)
+    stream: Stream | None = None  # a large file: its chunks, tokens, errors and derived come from it
+
+
+class Stream:
+    """A large file's chunks, a segment at a time (`batches()`); `tokens`, `errors` and `derived`
+    hold the whole file's once every batch is read. The line counter is one per segment: segments
+    start at a line of code, so the file's count is the sum of theirs (`tokens.line_counter`)."""
+
+    def __init__(self, task: Task, data: bytes) -> None:
+        self.task = task
+        self.data = data
+        self.tokens = 0
+        self.errors: tuple[str, ...] = ()
+        self.derived: Any = None
+
+    def batches(self) -> Iterator[list[ChunkRecord]]:
+        task, data = self.task, self.data
+        counter = _counter(task.tokenizer)
+        segments = Segments(task.rel, data)
+        derived: list[Any] = []
+        for chunks in segments:
+            count = counter.line_counter()
+            yield [(c.id, _counted(c, count, counter, task.tokenizer), c.symbols_defined) for c in chunks]
+            if task.derive is not None:
+                derived.append(task.derive(task.rel, chunks))
+            del chunks
+        self.tokens = _segment_tokens(data, counter)
+        self.errors = segments.errors
+        if task.derive is not None:
+            self.derived = task.merge(derived) if task.merge is not None else None
+        self.data = b""
 
 
 def _counter(spec: str) -> CachedCounter:
@@ -87,6 +134,15 @@ def analyse(task: Task) -> Analysis:
     role = file_role(task.rel, data[:HEAD_BYTES], task.attributes).value
     if digest == task.old_sha256:
         return Analysis(task.rel, same=True, sha256=digest, role=role)
+    if len(data) > STREAM_BYTES:
+        return Analysis(
+            task.rel,
+            sha256=digest,
+            language=language_for_path(task.rel) or "",
+            lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+            role=role,
+            stream=Stream(task, data),
+        )
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
     counter = _counter(task.tokenizer)
@@ -106,6 +162,18 @@ def analyse(task: Task) -> Analysis:
     )
 
 
+def _segment_tokens(data: bytes, counter: CachedCounter) -> int:
+    """The exact count of a large file, a piece of about `STREAM_BYTES` at a time, each cut at the
+    start of a non-blank line (where the line counter's blocks start: the counts add up)."""
+    total, start = 0, 0
+    while start < len(data):
+        found = _PIECE_END.search(data, start + STREAM_BYTES) if start + STREAM_BYTES < len(data) else None
+        end = found.end() if found is not None else len(data)
+        total += counter.line_counter()(data[start:end].decode("utf-8"))
+        start = end
+    return total
+
+
 def _counted(chunk: Chunk, count: Callable[[str], int], counter: CachedCounter, tokenizer: str) -> str:
     """The chunk's JSON with the counts of its body and skeleton (the copy is not kept: one large
     file holds hundreds of thousands of chunks)."""
@@ -118,12 +186,16 @@ def _counted(chunk: Chunk, count: Callable[[str], int], counter: CachedCounter, 
 
 
 def analyse_all(tasks: Sequence[Task], *, workers: int | None = None) -> Iterator[Analysis]:
-    """Analyses in task order; a process pool (fork) when there are enough files and cores."""
+    """Analyses in task order; a process pool (fork) when there are enough files and cores. Files
+    over `STREAM_BYTES` are analysed here, as a `Stream`, when their turn comes."""
     workers = workers if workers is not None else (os.cpu_count() or 1)
-    if workers < 2 or len(tasks) < PARALLEL_MIN_FILES:
+    pooled = [task for task in tasks if task.size <= STREAM_BYTES]
+    if workers < 2 or len(pooled) < PARALLEL_MIN_FILES:
         for task in tasks:
             yield analyse(task)
         return
     context = multiprocessing.get_context("fork")
     with context.Pool(workers) as pool:
-        yield from pool.imap(analyse, tasks, chunksize=8)
+        results = pool.imap(analyse, pooled, chunksize=8)
+        for task in tasks:
+            yield analyse(task) if task.size > STREAM_BYTES else next(results)

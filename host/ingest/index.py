@@ -70,7 +70,7 @@ from pagedctx.pages import PBlock
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, token_counter
 
 if TYPE_CHECKING:  # parsing (tree-sitter, the chunker) is imported by an update, not by look-ups
-    from pagedctx.host.ingest.analyse import Analysis, Derive
+    from pagedctx.host.ingest.analyse import Analysis, Derive, Merge
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -91,6 +91,8 @@ NO_INDEX = "the store holds no index yet: run `pagedctx index ROOT` first, or pa
 FILES = "pagedctx/files"  # hash: path -> FileMeta JSON
 SKIPPED = "pagedctx/skipped"  # hash: path -> {"reason", "detail"[, "stamp"]} JSON
 BATCH_FILES = 200  # files per atomic write
+BATCH_CHUNKS = 20_000  # chunks per write: a batch ends after the file that reaches it
+STREAMING = "pagedctx/index_streaming"  # hash: path of a large file being written in batches -> mark
 _FIELDS_PER_WRITE = 5000  # hash fields per HSET when a whole store is re-keyed
 _LOCK_TTL_SECONDS = 3600.0
 # Reasons reported only for code files: a 50 MB video in the tree is not news, a 50 MB .py is.
@@ -126,10 +128,12 @@ class FileHook:
     chunks)` runs where the file is parsed (a worker process: a module-level function), and
     `collect(path, stamp, derived)` in the updating process once the file's records are queued,
     with its `sys/files/meta` value (the selection catalog is built this way without reading the
-    chunks back)."""
+    chunks back). A file over `analyse.STREAM_BYTES` is derived a segment at a time, and `merge`
+    joins those into the file's (without it such a file derives nothing)."""
 
     derive: Derive
     collect: Callable[[str, str, Any], None]
+    merge: Merge | None = None
 
 
 def _tell_stderr(message: str) -> None:
@@ -154,6 +158,11 @@ class _Pending:
     dead_units: dict[str, str] = field(default_factory=dict)  # removed chunk id -> its unit number
     next_unit: int | None = None
     files: int = 0
+    streamed: set[str] = field(default_factory=set)  # large files whose last batch this is
+
+    def reset(self) -> None:
+        """Empty, after a flush in the middle of a large file."""
+        self.__dict__.update(_Pending().__dict__)
 
     def apply_units(self, batch: Batch) -> None:
         if self.dead_units:
@@ -186,6 +195,8 @@ class _Pending:
         ):
             if mapping:
                 batch.hset(name, mapping)
+        if self.streamed:
+            batch.hdel(STREAMING, *sorted(self.streamed))
 
 
 @dataclass
@@ -537,6 +548,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         mark = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()})
         self.marks = sorted({*stale, *(str(root) for root in self.roots)})
         self.store.hset(keys.INDEX_PENDING, {str(root): mark for root in self.roots})
+        self._sweep_streams()
         plan = self.plan()  # read again: another writer may have changed the store meanwhile
         self.force_tree = bool(stale) or plan.moves_base
         if plan.moves_base:
@@ -554,6 +566,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                 "counts): reading them again"
             )
         derive = self.hook.derive if self.hook is not None else None
+        merge = self.hook.merge if self.hook is not None else None
         tasks = [
             analyse.Task(
                 f.rel,
@@ -562,6 +575,8 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                 self.index.tokenizer,
                 derive,
                 plan.attributes,
+                f.size,
+                merge,
             )
             for f in changed
         ]
@@ -569,7 +584,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         pending = _Pending()
         for done, result in enumerate(analyse.analyse_all(tasks, workers=self.index.workers), 1):
             self._one_file(found_by_rel[result.rel], result, old_metas.get(result.rel), pending, tally)
-            if pending.files >= BATCH_FILES:
+            if pending.files >= BATCH_FILES or len(pending.chunks) >= BATCH_CHUNKS:
                 self._flush(pending)
                 pending = _Pending()
             self.progress("parse", done, len(changed))
@@ -666,44 +681,66 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             tally.new_fast[found.rel] = FastMeta.of(same)
             return
         if old is not None:
-            self._forget(old, pending)
-        for chunk_id, chunk_json, defined in result.chunks:
-            handle = chunk_handle(chunk_id)
-            pending.chunks[chunk_id] = chunk_json
-            pending.handles[handle] = chunk_id
-            pending.dead_chunks.discard(chunk_id)
-            pending.dead_handles.discard(handle)
-            tally.symbols.update(defined)
-            for symbol in defined:
-                pending.symbols_add[symbol].add(chunk_id)
-                pending.symbols_remove[symbol].discard(chunk_id)
+            self._forget(old.chunk_ids, pending)
+        stream = result.stream
+        if stream is None:
+            _queue_chunks(result.chunks, pending, tally)
+            chunk_ids = tuple(chunk_id for chunk_id, _, _ in result.chunks)
+            tokens, errors, derived = result.tokens, result.errors, result.derived
+        else:  # a large file: written in batches under its streaming mark (`_sweep_streams`)
+            self.store.hset(STREAMING, {found.rel: json.dumps({"pid": os.getpid(), "since": _now()})})
+            ids: list[str] = []
+            for records in stream.batches():
+                _queue_chunks(records, pending, tally)
+                ids.extend(chunk_id for chunk_id, _, _ in records)
+                if len(pending.chunks) >= BATCH_CHUNKS:
+                    self._flush(pending)
+                    pending.reset()
+            pending.streamed.add(found.rel)
+            chunk_ids, tokens, errors, derived = tuple(ids), stream.tokens, stream.errors, stream.derived
         meta = FileMeta(
             path=found.rel,
             language=result.language,
             size=found.size,
             mtime_ns=found.mtime_ns,
             sha256=result.sha256,
-            tokens=result.tokens,
+            tokens=tokens,
             lines=result.lines,
-            chunk_ids=tuple(chunk_id for chunk_id, _, _ in result.chunks),
-            errors=result.errors,
+            chunk_ids=chunk_ids,
+            errors=errors,
             role=result.role or None,
         )
         pending.metas[found.rel] = meta.model_dump_json()
         pending.fast[found.rel] = FastMeta.of(meta).encode()
         pending.blocks[BlockTree.file_handle(found.rel)] = BlockTree.file_block(meta).model_dump_json()
-        if self.hook is not None and result.derived is not None:
-            self.hook.collect(found.rel, pending.fast[found.rel], result.derived)
+        if self.hook is not None and derived is not None:
+            self.hook.collect(found.rel, pending.fast[found.rel], derived)
         pending.files += 1
         report.parsed.append(found.rel)
-        if result.errors:
-            report.syntax_errors[found.rel] = len(result.errors)
+        if errors:
+            report.syntax_errors[found.rel] = len(errors)
         tally.new_fast[found.rel] = FastMeta.of(meta)
 
-    def _forget(self, old: FileMeta, pending: _Pending) -> None:
+    def _sweep_streams(self) -> None:
+        """Remove what an update killed while writing a large file left of it (its streaming mark
+        stands): every chunk of that path, and its records, so this update parses it anew."""
+        rels = self.store.hkeys(STREAMING)
+        if not rels:
+            return
+        prefixes = tuple(f"{rel}::" for rel in rels)
+        pending = _Pending()
+        ids = sorted(c for c in self.store.hkeys(keys.CHUNKS) if c.startswith(prefixes))
+        self._forget(ids, pending)
+        pending.dead_files.update(rels)
+        pending.dead_handles.update(BlockTree.file_handle(rel) for rel in rels)
+        pending.streamed.update(rels)
+        self.force_tree = True
+        self._flush(pending)
+
+    def _forget(self, chunk_ids: Sequence[str], pending: _Pending) -> None:
         """Queue removal of a file's chunks and their symbol entries."""
-        raws = self.store.hmget(keys.CHUNKS, old.chunk_ids)
-        for chunk_id, raw in zip(old.chunk_ids, raws, strict=True):
+        raws = self.store.hmget(keys.CHUNKS, list(chunk_ids))
+        for chunk_id, raw in zip(chunk_ids, raws, strict=True):
             pending.dead_chunks.add(chunk_id)
             pending.dead_handles.add(chunk_handle(chunk_id))
             if raw is None:
@@ -713,7 +750,7 @@ class _Updater:  # one update; split from Index so the look-up API stays small
 
     def _remove(self, rels: list[str], pending: _Pending) -> None:
         for meta in self._old_metas(rels).values():
-            self._forget(meta, pending)
+            self._forget(meta.chunk_ids, pending)
         pending.dead_files.update(rels)
         pending.dead_handles.update(BlockTree.file_handle(rel) for rel in rels)
 
@@ -837,6 +874,22 @@ class _Updater:  # one update; split from Index so the look-up API stays small
                     update={"tokens": block.tokens + deltas[handle]}
                 ).model_dump_json()
         return writes
+
+
+def _queue_chunks(
+    records: Iterable[tuple[str, str, tuple[str, ...]]], pending: _Pending, tally: _Tally
+) -> None:
+    """Queue a file's chunk records (id, JSON, symbols defined) and their handles and symbols."""
+    for chunk_id, chunk_json, defined in records:
+        handle = chunk_handle(chunk_id)
+        pending.chunks[chunk_id] = chunk_json
+        pending.handles[handle] = chunk_id
+        pending.dead_chunks.discard(chunk_id)
+        pending.dead_handles.discard(handle)
+        tally.symbols.update(defined)
+        for symbol in defined:
+            pending.symbols_add[symbol].add(chunk_id)
+            pending.symbols_remove[symbol].discard(chunk_id)
 
 
 def _now() -> str:

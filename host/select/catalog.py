@@ -78,6 +78,7 @@ __all__ = [
     "file_part",
     "follow",
     "load_catalog",
+    "merge_parts",
 ]
 
 CATALOG_FORMAT = 2  # bump when the layout or the term rules change: old snapshots are rebuilt
@@ -193,6 +194,38 @@ def derive_part(path: str, chunks: Sequence[Chunk]) -> FilePart:
     return file_part(path, "", [_record(c) for c in chunks])
 
 
+def merge_parts(parts: list[FilePart]) -> FilePart:
+    """One file's part from the parts of its segments (a large file, `FileHook.merge`): the part
+    `derive_part` makes of all its chunks at once. A chunk's enclosing one is in its segment; found
+    by qualified name over the whole file, the last of equal names winning, as `file_part` does."""
+    if len(parts) == 1:
+        return parts[0]
+    rows = sorted(((ident, k, j) for k, part in enumerate(parts) for j, ident in enumerate(part.ids)))
+    qualnames = [parts[k].qualnames[j] for _, k, j in rows]
+    local = {q: i for i, q in enumerate(qualnames)}
+
+    def parent(k: int, j: int) -> int:
+        within = parts[k].parent[j]
+        return local[parts[k].qualnames[within]] if within >= 0 else -1
+
+    first = parts[0]
+    return FilePart(
+        path=first.path,
+        stamp=first.stamp,
+        tokens=first.tokens,
+        ids=[ident for ident, _, _ in rows],
+        qualnames=qualnames,
+        kinds=[parts[k].kinds[j] for _, k, j in rows],
+        start=[parts[k].start[j] for _, k, j in rows],
+        end=[parts[k].end[j] for _, k, j in rows],
+        parent=[parent(k, j) for _, k, j in rows],
+        head=[parts[k].head[j] for _, k, j in rows],
+        body=[parts[k].body[j] for _, k, j in rows],
+        refs=[parts[k].refs[j] for _, k, j in rows],
+        defined=[parts[k].defined[j] for _, k, j in rows],
+    )
+
+
 class CollectedParts:
     """The contributions of the files an update parses, made by its workers (`hook()` for
     `Index.update`), to build or follow the catalog without reading the chunks back."""
@@ -201,7 +234,7 @@ class CollectedParts:
         self.parts: dict[str, FilePart] = {}
 
     def hook(self) -> FileHook:
-        return FileHook(derive=derive_part, collect=self._collect)
+        return FileHook(derive=derive_part, collect=self._collect, merge=merge_parts)
 
     def _collect(self, path: str, stamp: str, derived: Any) -> None:
         if isinstance(derived, FilePart):
