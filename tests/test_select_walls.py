@@ -170,17 +170,17 @@ def test_a_term_matched_only_through_the_class_or_path_counts_less(tmp_path: Pat
 
 
 def test_the_callees_of_a_reached_dispatcher_rank_higher(tmp_path: Path) -> None:
-    """Issue 18 (own_terms): `find_route`, called by the dispatcher `serve_request`, is raised by
+    """Issue 18 (flow): `find_route`, called by the dispatcher `serve_request`, is raised by
     `1 + FLOW`; `other_route`, as relevant by its words but not called, is not."""
     catalog, _ = load_catalog(indexed(tmp_path, {"engine.py": ENGINE}))
     intent = "how is the route found for a request path"
-    plain, own = rank(catalog, intent), rank(catalog, intent, own_terms=True)
+    plain, own = rank(catalog, intent), rank(catalog, intent, flow=True)
     callee, other = catalog.row("engine.py::find_route"), catalog.row("engine.py::other_route")
     assert callee is not None and other is not None and plain.scores[callee] > 0
     assert own.scores[callee] == pytest.approx((1 + FLOW) * plain.scores[callee])
     assert own.scores[other] == pytest.approx(plain.scores[other])
     index = indexed(tmp_path / "b", {"engine.py": ENGINE})
-    selected = select_context(index, intent, Budget(total=400), options=SelectOptions(own_terms=True))
+    selected = select_context(index, intent, Budget(total=400), options=SelectOptions(flow=True))
     assert "engine.py::find_route" in {c.id for c in selected.chunks} | {
         f"{f.path}::find_route" for f in selected.full_files
     }

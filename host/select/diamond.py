@@ -8,9 +8,10 @@ L2  one-hop diffusion: every chunk defining a symbol a core chunk references, ex
 L2.5 negative selection: the policy decides which dependencies keep their body; the rest are shown
     as skeletons;
 fit exact token counts (the index's tokenizer; stored with each chunk) in priority order: core
-    bodies (up to the budget's `core` share), dependencies, skeletons of the next-ranked
-    candidates (up to its `skeleton` share), bodies for the best skeletons while they fit, then
-    more skeletons; a definition inside a body already shown is never repeated;
+    bodies (up to the budget's `core` share), a skeleton for each next-ranked file not yet shown
+    (`SelectOptions.spread_files`, rows over `SPREAD_FLOOR` of the best), dependencies, skeletons
+    of the next-ranked candidates (up to its `skeleton` share), bodies for the best skeletons while
+    they fit, then more skeletons; a definition inside a body already shown is never repeated;
 evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
     bodies of test chunks that reference a symbol a selected body defines, most such symbols
     first, within `SelectOptions.evidence_share` of the budget (10%);
@@ -49,6 +50,7 @@ _OFFERED = 60  # candidates shown to the L1 decider (a model reads their skeleto
 _CHEAP_BODY = 1.5  # an L2 body within this factor (+ 20 tokens) of its skeleton is taken at once
 _UPGRADE_RATIO = 0.25  # of the best core score: a skeleton under it is upgraded after the last skeletons
 _MEMBER_RATIO = 0.5  # a class too big to show whole: its members scoring this share of its score
+SPREAD_FLOOR = 0.3  # of the best score: a file whose best row scores under it gets no spread skeleton
 _EVIDENCE_SYMBOLS = 40  # a symbol used by more chunks than this says little about what a test checks
 
 
@@ -83,7 +85,9 @@ def select_context(
         catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
     options = options or SelectOptions()
-    ranking = rank(catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms)
+    ranking = rank(
+        catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms, flow=options.flow
+    )
     return _Pipeline(index, catalog, ranking, chosen, options).run(intent, budget)
 
 
@@ -161,6 +165,8 @@ class _Pipeline:
                 self._dependency(row, keep)
         self._load(ranked)
         first_limit = self.used + budget.skeleton_tokens
+        if self.options.spread_files:
+            self._spread(ranked, first_limit)
         queue = [(row, False) for row in ranked]
         if compete:  # dependencies take their place among the candidates by score
             queue += [(row, True) for row in dependencies]
@@ -178,6 +184,18 @@ class _Pipeline:
         self._upgrades(0.0, walls=True)
         full_files = self._promote()
         return self._selection(full_files)
+
+    def _spread(self, ranked: list[int], limit: float) -> None:
+        """Until `spread_files` files are shown: a skeleton of the best row that fits in each next-ranked
+        file not yet shown, while rows score at least `SPREAD_FLOOR` of the best (within `limit`)."""
+        shown = {int(self.catalog.path_of[r]) for r in self.picks}
+        floor = SPREAD_FLOOR * float(self.ranking.scores[ranked[0]]) if ranked else 0.0
+        for row in ranked:
+            if len(shown) >= self.options.spread_files or self.ranking.scores[row] < floor:
+                return
+            path = int(self.catalog.path_of[row])
+            if path not in shown and self._summary(row, "l1", limit):
+                shown.add(path)
 
     def _diffuse(self, core: list[int]) -> dict[int, int]:
         """L2: rows defining what the core references (capped), with how many core rows need each."""

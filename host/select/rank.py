@@ -24,11 +24,12 @@ name led by `dispatch`, `serve`, `handle`, `wsgi`, `asgi`, `invoke`: `wsgi_app`,
 only when the intent speaks of the command line (`CLI_WORDS`). Only rows the intent already
 reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated dispatcher stays out.
 
-Own words and request flow (issue 18, `SelectOptions.own_terms`, off by default): a query term
-that a chunk's head matches only through its enclosing names or its file path (not its own name,
-signature, doc or body) counts `CONTEXT` times in its head score, among the `CONTEXT_POOL` best
-lexical rows; and the callees of an entry point the intent reaches (rows already in the pool,
-defined by a symbol the dispatcher's body references) are multiplied by `1 + FLOW`, once each.
+Own words (issue 18, `SelectOptions.own_terms`, off by default): a query term that a chunk's head
+matches only through its enclosing names or its file path (not its own name, signature, doc or
+body) counts `CONTEXT` times in its head score, among the `CONTEXT_POOL` best lexical rows.
+Request flow (`SelectOptions.flow`, off by default, its own switch): the callees of an entry point
+the intent reaches (rows already in the pool, defined by a symbol the dispatcher's body references)
+are multiplied by `1 + FLOW`, once each.
 
 All terms are in [0, 1] before weighting; the weights were set on the localization benchmark
 (bench/localization) and are fixed, so a ranking is a pure function of the catalog and the intent.
@@ -287,7 +288,13 @@ def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.N
 
 
 def rank(
-    catalog: Catalog, intent: str, scope: Sequence[str] = (), *, roles: bool = True, own_terms: bool = False
+    catalog: Catalog,
+    intent: str,
+    scope: Sequence[str] = (),
+    *,
+    roles: bool = True,
+    own_terms: bool = False,
+    flow: bool = False,
 ) -> Ranking:
     """Score every chunk of the catalog for the intent (see the module docstring); rows outside
     `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing."""
@@ -334,6 +341,6 @@ def rank(
     scores = base + FILE * prior * (base > 0) + GRAPH * _normalised(graph)
     pool = _pool(scores, ENTRY_POOL)
     entries = _entry_points(catalog, intent, scores, pool)
-    if own_terms:
+    if flow:
         _flow(catalog, scores, pool, entries)
     return Ranking(scores, lexical, frozenset(named), allowed, row_roles, wanted)

@@ -64,9 +64,21 @@ class SelectOptions(BaseModel):
     )
     own_terms: bool = Field(
         default=False,
-        description="rank by a definition's own words and the request flow: a term matched only through "
-        "the enclosing class or the path counts half, callees of a reached entry point x1.5 (rank.py); off "
-        "by default: on bench/localization it was 1-3 points lower at 1k-2k (docs/select.md)",
+        description="rank by a definition's own words: a term matched only through the enclosing class or "
+        "the path counts half (rank.py); off by default: on bench/localization it was lower at 1k-2k "
+        "(docs/select.md)",
+    )
+    flow: bool = Field(
+        default=False,
+        description="request flow: callees of an entry point the intent reaches x1.5 (rank.py); off by "
+        "default: on bench/localization it put a repository below the reference at 2k (docs/select.md)",
+    )
+    spread_files: int = Field(
+        default=16,
+        ge=0,
+        description="before the other skeletons, one skeleton (its best chunk that fits) for each next-"
+        "ranked file not yet shown until this many files are, among rows scoring at least 0.3 of the best "
+        "(diamond.SPREAD_FLOOR): the files the intent reaches are named; 0: off",
     )
     file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
     l2_compete: bool = Field(
