@@ -19,7 +19,7 @@ from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.router import address
-from pagedctx.host.session import loop
+from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
@@ -297,6 +297,7 @@ def test_the_latest_turns_give_way_to_the_turns_addressing_found(
     path = _write(tmp_path / "d.jsonl", turns)
     question = "How long did Ilse take to swim the fjord?"
     start = T0 + timedelta(days=200)
+    monkeypatch.setattr(setup, "ADDRESSED", 0)  # prepare keeps the latest segments: the loop's rule acts
     prepared, result = _run(path, question, 2000, start)
     latest = _latest_roots(prepared)
     assert latest
@@ -317,3 +318,27 @@ def test_the_latest_turns_stay_when_addressing_finds_no_turn(tmp_path: Path) -> 
     prepared, result = _run(path, "And then, zzyzx?", 2000, T0 + timedelta(days=200))
     assert not any("gives way" in s.reason for s in result.steps)
     assert _latest_roots(prepared) & {*result.state.flow, *result.state.background}
+
+
+def test_a_question_about_the_past_keeps_no_latest_segment(tmp_path: Path) -> None:
+    """Issue 19 item 3, P13: when the intent's best matches among the turns are all older than the
+    latest segments, every turn is Shelved (the recent share goes to the turns addressing finds);
+    a question about the latest talk, or one that matches no turn, keeps them."""
+    turns = _turns(random.Random(9), sessions=20)
+    turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
+    turns[-2] = {**turns[-2], "text": "The plumber Oskar fixed the boiler in the cellar this morning."}
+    path = _write(tmp_path / "d.jsonl", turns)
+
+    def flow(question: str) -> tuple[str, ...]:
+        prepared = prepare(
+            SessionInputs(dialogues=(path,)),
+            intent=question,
+            budget=Budget(total=2000),
+            counter=COUNTER,
+            now=T0,
+        )
+        return prepared.state.flow
+
+    assert flow("How long did Ilse take to swim the fjord?") == ()
+    assert flow("Who fixed the boiler in the cellar?")
+    assert flow("And then, zzyzx?")

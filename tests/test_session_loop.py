@@ -24,7 +24,7 @@ from pagedctx.host.records.trace import read_trace
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.model_backed import ModelRouter, ModelWorker
 from pagedctx.host.roles.transport import LocalRouter
-from pagedctx.host.session import loop
+from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import (
     NODE_TOKENS,
     SessionParts,
@@ -236,8 +236,11 @@ def test_topic_segments_of_one_turn_are_the_turn_itself(tmp_path: Path) -> None:
     assert alone and all(p.id not in state.parents for p in alone)
 
 
-def test_governance_steps_stay_out_of_the_shown_trace(tmp_path: Path) -> None:
+def test_governance_steps_stay_out_of_the_shown_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """P12: every dehydration is in the JSONL trace; the worker's <Reasoning_Trace> shows worker steps."""
+    monkeypatch.setattr(setup, "ADDRESSED", 0)  # the latest segments enter the flow: governance acts
     dialogue = _long_history(tmp_path)
     intent = "which port is used by the service on the staging box"
     _, result = session(SessionInputs(dialogues=(dialogue,)), tmp_path, intent, budget=1200)
@@ -272,7 +275,8 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
 
     intent = "which port is used by the service on the staging box"
     inputs = SessionInputs(dialogues=(dialogue,))
-    monkeypatch.setattr(loop, "GIVE_WAY", False)  # the latest segments stay in Summary: one to consult
+    monkeypatch.setattr(setup, "ADDRESSED", 0)  # the latest segments enter the flow
+    monkeypatch.setattr(loop, "GIVE_WAY", False)  # and stay in Summary: one to consult
     _, result = session(inputs, tmp_path, intent, budget=1500, rounds=1, worker=worker)
     assert consulted, "the first view shows a summary to consult"
     assert consulted[0] in result.focus

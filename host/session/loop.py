@@ -58,6 +58,7 @@ __all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Wo
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
 FILL = True
+FILL_TRIES = 3  # renders the fill may try: all the turns that fit, then the first half, the first quarter
 GIVE_WAY = True
 HOT_SHARE = 0.95  # of the budget less the frame, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
@@ -252,38 +253,48 @@ def _filled(
 ) -> Synthesis:
     """The round's view with the tokens governance left unused spent on the next turns addressing
     ranked (issue 19 item 3: the budget goes to evidence, not to slack): turns of the history not
-    shown in Detail, best first, while their dense `<Node>`s fit what is left. Kept only when the
-    view then renders within the budget with no governance move (no churn); else the view as it
-    was. Only where the router fills the budget with turns (`hot_tokens`, a dialogue paged)."""
+    shown in Detail, best first, while their dense `<Node>`s fit what is left; a turn whose parent
+    is folded is passed over (opening it would show its siblings too, at a cost the turn's node does
+    not say). Kept only when the view then renders within the budget with no governance move (no
+    churn); else the first half of those turns is tried, and so on (`FILL_TRIES` renders at most),
+    else the view as it was. Only where the router fills the budget with turns (`hot_tokens`, a
+    dialogue paged)."""
     if not FILL or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
     spare = request.budget.total - synthesis.tokens
-    added: list[str] = []
+    chosen: list[str] = []
     for page_id in plan.relevance:
         page = state.pages.get(page_id)
+        parent = state.parents.get(page_id)
         if (
             not isinstance(page, OriginalPage)
             or page.origin is not Origin.HISTORY
             or page.draft
             or (state.views[page_id] is View.DETAIL and is_visible(state, page_id))
+            or (
+                parent is not None
+                and not (state.views[parent] is View.UNPACKED and is_visible(state, parent))
+            )
         ):
             continue
         cost = parts.counter.count("".join(node_lines(page, View.DETAIL, 2)))
         if cost > spare:
             continue
-        revealed = reveal(state, page_id, View.DETAIL)
-        if revealed is state:
-            continue
-        state = revealed
+        chosen.append(page_id)
         spare -= cost
-        added.append(page_id)
-    if not added:
-        return synthesis
-    more = _render(state, view, request, parts, steps)
-    if more.steps or more.tokens > request.budget.total:
-        return synthesis
-    return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
+    for _ in range(FILL_TRIES):
+        if not chosen:
+            break
+        filled = state
+        for page_id in chosen:
+            filled = reveal(filled, page_id, View.DETAIL)
+        if filled is not state:
+            more = _render(filled, view, request, parts, steps)
+            if not more.steps and more.tokens <= request.budget.total:
+                return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
+        chosen = chosen[: len(chosen) // 2]
+    return synthesis
 
 
 def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list[TraceStep]]:

@@ -32,6 +32,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
 from pagedctx.host.select.render import selection_state
 from pagedctx.host.session.sentry import SentryDecision, topic_segments, watch
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, to_keywords
 from pagedctx.host.text.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
@@ -141,11 +142,15 @@ def _dialogue_pages(
     taken: set[str],
     segment_tokens: int,
     recent_tokens: int,
+    *,
+    addressed: frozenset[str] = frozenset(),
 ) -> tuple[list[Page], dict[str, View], set[str]]:
     """Pages of a dialogue, their views, and the pages kept out of the flow (Shelved, P3).
 
     The latest segments stay in the flow within `recent_tokens`, as Consolidated pages over their
-    turns (one turn alone is its own root). Older turns are Shelved as roots of their own: known and
+    turns (one turn alone is its own root), unless the turns the intent `addressed` (its best
+    matches) are all older: then the question is about the past and every turn is Shelved.
+    Older turns are Shelved as roots of their own: known and
     searchable, and when the router addresses one it comes back alone, in Detail, without the
     neighbours a container would unpack with it (issue 19: budget spent on evidence).
     """
@@ -163,6 +168,8 @@ def _dialogue_pages(
         if used > recent_tokens:
             break
         recent.append(segment)
+    if addressed and not any(turns[i].handle in addressed for segment in recent for i in segment):
+        recent = []  # a question about the past: the latest turns give way (issue 19 item 3)
     first_recent = recent[-1].start if recent else len(turns)
     pages = []
     views: dict[str, View] = {}
@@ -196,6 +203,21 @@ def _dialogue_pages(
         )
         views[page_id] = View.SUMMARY
     return pages, views, shelved
+
+
+ADDRESSED = 5  # the intent's best matches among a dialogue's turns that say where it looks
+ADDRESSED_SHARE = 0.5  # of the best match's score, at least
+
+
+def _addressed(provider: DialogueProvider, turns: Sequence[Piece], intent: str) -> frozenset[str]:
+    """The handles of the turns the intent matches best (BM25 over the turns, P16): at most
+    `ADDRESSED`, within `ADDRESSED_SHARE` of the best; none when its words match no turn."""
+    words = list(Intent.of(intent).words)
+    if not words:
+        return frozenset()
+    handles = {t.handle for t in turns}
+    result = provider.search(provider.roots()[0].handle, words, ADDRESSED_SHARE)
+    return frozenset([p.handle for p in result.hits if p.handle in handles][:ADDRESSED])
 
 
 def _selected(
@@ -285,9 +307,10 @@ def prepare(
             input_tokens=counter.count(intent),
             budget=budget,
         )
-        for _, turns in dialogue_turns:
+        for provider, turns in dialogue_turns:
+            addressed = _addressed(provider, turns, intent) if decision.mode != "chat" else frozenset()
             pages, views, hidden = _dialogue_pages(
-                turns, decision, taken, inputs.segment_tokens, budget.recent_tokens
+                turns, decision, taken, inputs.segment_tokens, budget.recent_tokens, addressed=addressed
             )
             state = _added(state, [p for p in pages if p.id not in hidden], views)
             state = _added(state, [p for p in pages if p.id in hidden], {}, Placement.INDEX)
