@@ -94,8 +94,12 @@ def _usage_exits_for_pagedctx_errors(path: Path) -> list[str]:
 
 
 def test_no_command_module_prints_pagedctx_errors_itself() -> None:
-    """The handler is in one place (pagedctx/cli/common.py `CommandGroup`)."""
+    """The handler is in one place: `pagedctx.cli.usage_error`, which the root group
+    (pagedctx/cli/common.py `CommandGroup`) and the plain `select` (issue 20) call."""
     modules = sorted(p for p in CLI.glob("*.py") if p.name not in NOT_YET | OWN_PREFIX)
     assert len(modules) >= 10
     hits = [hit for path in modules for hit in _usage_exits_for_pagedctx_errors(path)]
-    assert [hit.split(":")[0] for hit in hits] == ["common.py"], hits
+    assert hits == []
+    assert 'print(f"error: {error.message}"' in (CLI / "__init__.py").read_text(encoding="utf-8")
+    for path in (CLI / "common.py", CLI / "select_plain.py"):
+        assert "usage_error(exc)" in path.read_text(encoding="utf-8")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.protocol.parse import parse_document
 
+_NOW = re.compile(r'"CURRENT_TIME" value="[^"]+"')
 CHUNK_KEYS = [
     "id",
     "path",
@@ -141,3 +145,80 @@ def test_errors_are_clear_and_exit_2(repo: Path, tmp_path: Path) -> None:
     assert code == 2 and "needs models.roles.router" in err
     code, out, err = run("--repo", str(repo), "--store", store, "--intent", "  ")
     assert code == 2 and "intent is empty" in err
+
+
+def test_select_alone_on_the_root_group_is_the_whole_app(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """S5 (issue 20 item 3): `pagedctx select` runs without typer when its command line is plain,
+    else on a root group holding only it; help, usage errors, PagedctxError messages, exit codes and
+    output are the whole app's, byte for byte, on either path."""
+    from pagedctx.cli import alone
+    from pagedctx.cli.select_plain import plain_arguments, run_plain
+
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    cases = [
+        ["select", "--help"],
+        ["select"],
+        ["select", "--intent", "x", "--budget", "0"],
+        ["select", "--intent", "x", "--format", "yaml"],
+        ["select", "--intent", "x", "--intent", "y"],
+        ["select", "--intent", "-x"],
+        ["select", "--intent", "x", "extra"],
+        ["select", "--intent", "x", "--store", f"sqlite:///{tmp_path / 'empty.db'}"],
+        ["select", "--intent", "charge a card", "--repo", str(repo), "--store", store, "--budget", "600"],
+        ["select", "--intent=validate amount", f"--store={store}", "--format", "text"],
+        ["select", "--intent", "payment service", "--store", store, "--format", "xml"],
+    ]
+
+    def shown(code: int, out: str, err: str) -> tuple[int, str, str]:  # XML carries the time
+        return code, _NOW.sub("NOW", out), err
+
+    plain_runs = 0
+    for args in cases:
+        whole = CliRunner().invoke(app, args)
+        expected = shown(whole.exit_code, whole.stdout, whole.stderr)
+        lean = CliRunner().invoke(alone("select"), args)
+        assert shown(lean.exit_code, lean.stdout, lean.stderr) == expected, args
+        plain = plain_arguments(args[1:])
+        if plain is not None:
+            capsys.readouterr()
+            code = run_plain(plain)
+            assert shown(code, *capsys.readouterr()) == expected, args
+            plain_runs += 1
+    assert [CliRunner().invoke(app, args).exit_code for args in cases] == [0, *[2] * 7, 0, 0, 0]
+    assert plain_runs == 4
+
+
+def test_the_plain_select_knows_the_commands_options() -> None:
+    """Issue 20 item 3: the options `select_plain` reads are the typer command's, and so are the
+    formats: a new option runs through typer until the plain path learns it."""
+    import typer
+
+    from pagedctx.cli.select import Format
+    from pagedctx.cli.select_plain import FORMATS, OPTIONS
+
+    command = typer.main.get_command(app).commands["select"]  # type: ignore[attr-defined]
+    names = {name for param in command.params for name in param.opts}
+    assert names == set(OPTIONS)
+    assert tuple(f.value for f in Format) == FORMATS
+
+
+def test_select_from_the_command_line_imports_no_other_command(repo: Path, tmp_path: Path) -> None:
+    """Issue 20 item 3: `pagedctx select` in a fresh process imports no other command's module nor
+    the session's state machine, and prints the whole app's answer."""
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    args = ["select", "--intent", "charge a card", "--repo", str(repo), "--store", store, "--budget", "600"]
+    code = (
+        "import sys\n"
+        f"sys.argv = ['pagedctx', *{args!r}]\n"
+        "from pagedctx.cli import main\n"
+        "try:\n    main()\n"
+        "finally:\n"
+        "    loaded = [m for m in ('pagedctx.cli.commands', 'pagedctx.cli.run', 'pagedctx.cli.evolve',\n"
+        "              'pagedctx.pages.state', 'pagedctx.pages.moves') if m in sys.modules]\n"
+        "    print('loaded:', loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert "loaded: []" in done.stderr
+    assert done.stdout == CliRunner().invoke(app, args).stdout

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
+from pagedctx.cli import EXIT_USAGE, usage_error
 from pagedctx.errors import PagedctxError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["EXIT_USAGE", "CommandGroup", "stderr_console", "writable_file"]
-
-EXIT_USAGE = 2
 
 
 class CommandGroup(TyperGroup):
@@ -40,8 +39,7 @@ class CommandGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except PagedctxError as exc:
-            typer.echo(f"error: {exc.message}", err=True)
-            raise typer.Exit(EXIT_USAGE) from exc
+            raise typer.Exit(usage_error(exc)) from exc
 
 
 def stderr_console() -> Console:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 
@@ -39,14 +38,14 @@ def select(
     profile: str | None = typer.Option(None, "--profile", help="Configuration profile (default: local)."),
 ) -> None:
     """Print the selected context: full files and chunks (body or skeleton) within the budget."""
-    from pagedctx.selecting import select as run_select
+    from pagedctx.cli.select_plain import print_selection
 
-    selected = run_select(intent, repo=repo, budget=budget, store=store, policy=policy, profile=profile)
-    if output_format is Format.text:
-        output = selected.text()
-    elif output_format is Format.xml:
-        output = selected.xml()
-    else:
-        output = selected.json()
-    sys.stdout.write(output)
-    sys.stdout.flush()
+    print_selection(
+        intent,
+        budget=budget,
+        repo=repo,
+        store=store,
+        output_format=output_format.value,
+        policy=policy,
+        profile=profile,
+    )
