@@ -8,8 +8,9 @@
   and the intent fit under the budget's `chat_pressure` share the turns are shown whole (chat
   mode); otherwise the history is paged retroactively: the latest topic segments stay in the flow
   within the budget's `recent` share, as Consolidated pages over their turns (summaries of their
-  distinctive words the worker can unpack); older turns are Shelved one by one, for the router to
-  bring back alone.
+  distinctive words the worker can unpack), unless the intent's best matches among the turns are
+  all older (a question about the past: then none stays); older turns are Shelved one by one, for
+  the router to bring back alone.
 - Documents are structured blocks shown as one summary page each, unpacked on demand (P17).
 """
 
