@@ -889,7 +889,9 @@ def _queue_chunks(
         tally.symbols.update(defined)
         for symbol in defined:
             pending.symbols_add[symbol].add(chunk_id)
-            pending.symbols_remove[symbol].discard(chunk_id)
+            removed = pending.symbols_remove.get(symbol)  # no empty set made for every symbol
+            if removed is not None:
+                removed.discard(chunk_id)
 
 
 def _now() -> str:
