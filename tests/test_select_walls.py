@@ -4,6 +4,7 @@ comes in by its members, and dispatchers the intent reaches rank higher."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,30 @@ def test_the_callees_of_a_reached_dispatcher_rank_higher(tmp_path: Path) -> None
     assert "engine.py::find_route" in {c.id for c in selected.chunks} | {
         f"{f.path}::find_route" for f in selected.full_files
     }
+
+
+def test_request_flow_is_on_by_default_from_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 item 4: `SelectOptions.flow=None` (the default) follows the request flow from
+    `FLOW_MIN_BUDGET` tokens on and not below; an explicit True or False holds at any budget."""
+    from pagedctx.host.select import diamond
+
+    seen: list[bool] = []
+    real_rank = rank
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["flow"])
+        return real_rank(*args, **kwargs)
+
+    monkeypatch.setattr(diamond, "rank", spy)
+    index = indexed(tmp_path, {"engine.py": ENGINE})
+    intent = "how is the route found for a request path"
+    for budget, options in [
+        (diamond.FLOW_MIN_BUDGET - 1, SelectOptions()),
+        (diamond.FLOW_MIN_BUDGET, SelectOptions()),
+        (diamond.FLOW_MIN_BUDGET, SelectOptions(flow=False)),
+        (400, SelectOptions(flow=True)),
+    ]:
+        select_context(index, intent, Budget(total=budget), options=options)
+    assert seen == [False, True, False, True]

@@ -51,6 +51,7 @@ _CHEAP_BODY = 1.5  # an L2 body within this factor (+ 20 tokens) of its skeleton
 _UPGRADE_RATIO = 0.25  # of the best core score: a skeleton under it is upgraded after the last skeletons
 _MEMBER_RATIO = 0.5  # a class too big to show whole: its members scoring this share of its score
 SPREAD_FLOOR = 0.3  # of the best score: a file whose best row scores under it gets no spread skeleton
+FLOW_MIN_BUDGET = 8000  # tokens: `SelectOptions.flow=None` follows the request flow from this budget on
 _EVIDENCE_SYMBOLS = 40  # a symbol used by more chunks than this says little about what a test checks
 
 
@@ -85,9 +86,8 @@ def select_context(
         catalog, _ = load_catalog(index)
     chosen = policy or BaselineSelectionPolicy()
     options = options or SelectOptions()
-    ranking = rank(
-        catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms, flow=options.flow
-    )
+    flow = options.flow if options.flow is not None else budget.total >= FLOW_MIN_BUDGET
+    ranking = rank(catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms, flow=flow)
     return _Pipeline(index, catalog, ranking, chosen, options).run(intent, budget)
 
 

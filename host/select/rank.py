@@ -27,7 +27,8 @@ reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated di
 Own words (issue 18, `SelectOptions.own_terms`, off by default): a query term that a chunk's head
 matches only through its enclosing names or its file path (not its own name, signature, doc or
 body) counts `CONTEXT` times in its head score, among the `CONTEXT_POOL` best lexical rows.
-Request flow (`SelectOptions.flow`, off by default, its own switch): the callees of an entry point
+Request flow (`SelectOptions.flow`, its own switch; by default on from 8k tokens of budget,
+`diamond.FLOW_MIN_BUDGET`, off below where it cost a repository its lead): the callees of an entry point
 the intent reaches (rows already in the pool, defined by a symbol the dispatcher's body references)
 are multiplied by `1 + FLOW`, once each.
 

@@ -68,10 +68,11 @@ class SelectOptions(BaseModel):
         "the path counts half (rank.py); off by default: on bench/localization it was lower at 1k-2k "
         "(docs/select.md)",
     )
-    flow: bool = Field(
-        default=False,
-        description="request flow: callees of an entry point the intent reaches x1.5 (rank.py); off by "
-        "default: on bench/localization it put a repository below the reference at 2k (docs/select.md)",
+    flow: bool | None = Field(
+        default=None,
+        description="request flow: callees of an entry point the intent reaches x1.5 (rank.py); None (the "
+        "default): on from `FLOW_MIN_BUDGET` tokens, where the budget has room beyond the lexical core (on "
+        "bench/localization it put a repository below the reference at 2k, docs/select.md)",
     )
     spread_files: int = Field(
         default=16,
