@@ -16,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -26,6 +28,7 @@ from pagedctx.errors import TokenizerError
 __all__ = [
     "DEFAULT_TOKENIZER",
     "CachedCounter",
+    "LineCounts",
     "TokenCounter",
     "token_counter",
 ]
@@ -47,6 +50,7 @@ _LINE_ADDITIVE_PATTERNS = frozenset(
     }
 )
 _BLOCK_START = re.compile(r"(?<=\n)(?=[ \t]*[^\s])")
+_LEADING_BLANKS = re.compile(r"[ \t]*")
 
 
 @runtime_checkable
@@ -120,6 +124,56 @@ class CachedCounter:
             return total
 
         return count
+
+    def file_counts(self, text: str) -> LineCounts | None:
+        """The line blocks of `text` (a file) counted once, to count it and its slices (its chunks'
+        bodies) from them; None when this tokenizer's counts do not add up over line blocks."""
+        return LineCounts(text, self._encode_length) if self.line_additive else None
+
+
+class LineCounts:
+    """Exact counts of one text (`total`), of other texts that share its lines (`count`: each line
+    block counted once, as `CachedCounter.line_counter`), and of its slices (`part`): a slice is
+    split where the text is, but for its first and last block, so the blocks it holds whole are
+    added from running sums, not split and looked up again (a class's methods are not re-read for
+    the class and for each of them). Only for a tokenizer whose counts add up over line blocks."""
+
+    def __init__(self, text: str, encode_length: Callable[[str], int]) -> None:
+        self.text = text
+        self._encode_length = encode_length
+        self._known: dict[str, int] = {}
+        blocks = _BLOCK_START.split(text)
+        self._starts = list(accumulate(map(len, blocks), initial=0))  # block k: starts[k]:starts[k + 1]
+        self._sums = list(accumulate(map(self._block, blocks), initial=0))  # of the blocks before k
+        self.total = self._sums[-1]
+
+    def _block(self, block: str) -> int:
+        value = self._known.get(block)
+        if value is None:
+            value = self._known[block] = self._encode_length(block)
+        return value
+
+    def count(self, text: str) -> int:
+        """The exact count of any text, block by block (the blocks seen are counted once)."""
+        return sum(map(self._block, _BLOCK_START.split(text)))
+
+    def part(self, piece: str, start: int) -> int:
+        """The exact count of `piece`, which is expected at `start` in the text (else counted as
+        any text). The slice splits at the text's block starts after `start` and before its end,
+        but for the last of those when its line shows no character before the end (the slice's
+        split looks no further)."""
+        end = start + len(piece)
+        if start < 0 or not self.text.startswith(piece, start):
+            return self.count(piece)
+        starts = self._starts
+        first = bisect_right(starts, start)
+        last = bisect_left(starts, end, first) - 1
+        if last >= first and _LEADING_BLANKS.match(self.text, starts[last]).end() >= end:  # type: ignore[union-attr]
+            last -= 1
+        if last < first:
+            return self._block(piece)
+        head = self._block(self.text[start : starts[first]])
+        return head + self._sums[last] - self._sums[first] + self._block(self.text[starts[last] : end])
 
 
 def _tiktoken_counter(encoding_name: str) -> CachedCounter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,22 @@ def by_id(selection: Selection) -> dict[str, Any]:
 def test_identifiers_split_on_camel_snake_and_digits(word: str, parts: list[str]) -> None:
     """S5 baseline: identifiers split the way people write them."""
     assert split_identifier(word) == parts
+
+
+_IDENTIFIER_LIKE = st.lists(
+    st.sampled_from([*"aZ9_$-.", "ab", "AB", "Ab", "aB", "HTTP", "Options", "v2", "__", "\u00e9", "\u00c9"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_IDENTIFIER_LIKE)
+def test_an_identifier_splits_as_its_pieces_between_separators_do(word: str) -> None:
+    """S5 baseline (issue 20): one case-splitting pass over the whole identifier gives the parts of
+    its pieces between `_`, `$` and `-` split one by one (how they were split before)."""
+    camel = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")  # terms._CAMEL
+    pieces = re.split(r"[_$\-]+", word)
+    assert split_identifier(word) == [m.group(0).lower() for piece in pieces for m in camel.finditer(piece)]
 
 
 def test_terms_keep_the_whole_identifier_and_drop_stopwords() -> None:

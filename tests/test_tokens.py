@@ -47,11 +47,30 @@ def test_line_blocks_sum_to_the_whole_count(text: str) -> None:
     assert count(text) == count(text) == counter.count(text)
 
 
+@settings(max_examples=1500, deadline=None)
+@given(_CODE_LIKE, st.data())
+def test_slices_of_a_file_are_counted_exactly_from_its_blocks(text: str, data: st.DataObject) -> None:
+    """Issue 20: a chunk body counted from its file's line blocks (the blocks it holds whole from
+    running sums) is the count of the body alone; a piece not found where it is said to be is
+    counted as any text."""
+    counter = token_counter()
+    counts = counter.file_counts(text)
+    assert counts is not None
+    assert counts.total == counter.count(text)
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    piece = text[start:end]
+    assert counts.part(piece, start) == counter.count(piece)
+    assert counts.part(piece + "x", start) == counter.count(piece + "x")
+    assert counts.count(piece) == counter.count(piece)
+
+
 def test_a_tokenizer_without_line_sums_counts_whole_texts() -> None:
     counter = CachedCounter("t", len)
     assert not counter.line_additive
     assert counter.line_counter() == counter.count
     assert counter.line_counter()("ab\ncd") == 5
+    assert counter.file_counts("ab\ncd") is None
 
 
 def test_counts_are_cached_including_long_texts() -> None:

@@ -92,7 +92,9 @@ class Stream:
         derived: list[Any] = []
         for chunks in segments:
             count = counter.line_counter()
-            yield [(c.id, _counted(c, count, counter, task.tokenizer), c.symbols_defined) for c in chunks]
+            yield [
+                (c.id, _counted(c, count(c.body), count, task.tokenizer), c.symbols_defined) for c in chunks
+            ]
             if task.derive is not None:
                 derived.append(task.derive(task.rel, chunks))
             del chunks
@@ -146,15 +148,21 @@ def analyse(task: Task) -> Analysis:
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
     counter = _counter(task.tokenizer)
-    count = counter.line_counter()  # the file and its bodies share their lines: each counted once
+    counts = counter.file_counts(text)  # the file and its bodies share their lines: each counted once
+    if counts is not None:
+        tokens = counts.total
+        records = [(c, counts.part(c.body, c.start_byte), counts.count) for c in parsed.chunks]
+    else:
+        tokens = counter.count(text)
+        records = [(c, counter.count(c.body), counter.count) for c in parsed.chunks]
     return Analysis(
         task.rel,
         sha256=digest,
         language=parsed.language,
-        tokens=count(text),
+        tokens=tokens,
         lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
         chunks=tuple(
-            (c.id, _counted(c, count, counter, task.tokenizer), c.symbols_defined) for c in parsed.chunks
+            (c.id, _counted(c, n, count, task.tokenizer), c.symbols_defined) for c, n, count in records
         ),
         errors=parsed.errors,
         derived=task.derive(task.rel, parsed.chunks) if task.derive is not None else None,
@@ -174,12 +182,13 @@ def _segment_tokens(data: bytes, counter: CachedCounter) -> int:
     return total
 
 
-def _counted(chunk: Chunk, count: Callable[[str], int], counter: CachedCounter, tokenizer: str) -> str:
+def _counted(chunk: Chunk, body_tokens: int, count: Callable[[str], int], tokenizer: str) -> str:
     """The chunk's JSON with the counts of its body and skeleton (the copy is not kept: one large
-    file holds hundreds of thousands of chunks)."""
+    file holds hundreds of thousands of chunks). The skeleton is counted with the file's blocks:
+    its signature and doc lines are mostly the file's."""
     counts = {
-        "body_tokens": count(chunk.body),
-        "skeleton_tokens": counter.count(chunk.skeleton),
+        "body_tokens": body_tokens,
+        "skeleton_tokens": count(chunk.skeleton),
         "counted_by": tokenizer,
     }
     return chunk.model_copy(update=counts).model_dump_json()

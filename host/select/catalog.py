@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
@@ -103,14 +104,14 @@ def path_terms(path: str) -> tuple[str, ...]:
 
 def head_terms(name: str, qualname: str, path: str, skeleton: str) -> list[str]:
     """The head field of a chunk: its name twice, enclosing names, path, then signature and doc."""
-    own = list(word_terms(name))
-    enclosing = [t for part in qualname.split(".")[:-1] for t in word_terms(part)]
-    return own + own + enclosing + list(path_terms(path)) + terms(skeleton)
+    own = word_terms(name)
+    enclosing = chain.from_iterable(map(word_terms, qualname.split(".")[:-1]))
+    return [*own, *own, *enclosing, *path_terms(path), *terms(skeleton)]
 
 
 def identifier_terms(referenced: Iterable[str]) -> list[str]:
     """The identifiers field of a chunk: the terms of every identifier its body mentions."""
-    return [t for word in referenced for t in word_terms(word)]
+    return list(chain.from_iterable(map(word_terms, referenced)))
 
 
 def _block_key(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from itertools import chain
 
 __all__ = [
     "STOPWORDS",
@@ -49,11 +50,12 @@ def stem(word: str) -> str:
 
 
 def split_identifier(word: str) -> list[str]:
-    """`parseHTTPOptions_v2` -> ['parse', 'http', 'options', 'v', '2'] (lowercased parts)."""
-    parts: list[str] = []
-    for piece in re.split(r"[_$\-]+", word):
-        parts.extend(m.group(0).lower() for m in _CAMEL.finditer(piece))
-    return parts
+    """`parseHTTPOptions_v2` -> ['parse', 'http', 'options', 'v', '2'] (lowercased parts).
+
+    The parts between `_`, `$` and `-` split on case: one pass of `_CAMEL` over the whole word
+    finds the same parts (it matches letters and digits only, and its look-ahead asks for two
+    letters, so no match or look-ahead reaches over a separator)."""
+    return [part.lower() for part in _CAMEL.findall(word)]
 
 
 def identifiers(text: str) -> Iterator[str]:
@@ -78,11 +80,10 @@ def terms(text: str | Iterable[str], *, whole: bool = True) -> list[str]:
     Each identifier gives its stemmed parts, and with `whole` its full lowercased form when it has
     more than one part (an exact mention of `parse_options` then outweighs `parse ... options`).
     """
-    words = identifiers(text) if isinstance(text, str) else iter(text)
-    out: list[str] = []
-    for word in words:
-        out.extend(word_terms(word, whole))
-    return out
+    words = _WORD.findall(text) if isinstance(text, str) else text
+    if whole:
+        return list(chain.from_iterable(map(word_terms, words)))
+    return [term for word in words for term in word_terms(word, False)]
 
 
 def unsearchable(text: str, what: str) -> str:
