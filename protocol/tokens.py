@@ -125,10 +125,11 @@ class CachedCounter:
 
         return count
 
-    def file_counts(self, text: str) -> LineCounts | None:
+    def file_counts(self, text: str, known: dict[str, int] | None = None) -> LineCounts | None:
         """The line blocks of `text` (a file) counted once, to count it and its slices (its chunks'
-        bodies) from them; None when this tokenizer's counts do not add up over line blocks."""
-        return LineCounts(text, self._encode_length) if self.line_additive else None
+        bodies) from them; None when this tokenizer's counts do not add up over line blocks.
+        `known`: counts of blocks already seen (e.g. by the other files of a worker), filled in."""
+        return LineCounts(text, self._encode_length, known) if self.line_additive else None
 
 
 class LineCounts:
@@ -138,10 +139,12 @@ class LineCounts:
     added from running sums, not split and looked up again (a class's methods are not re-read for
     the class and for each of them). Only for a tokenizer whose counts add up over line blocks."""
 
-    def __init__(self, text: str, encode_length: Callable[[str], int]) -> None:
+    def __init__(
+        self, text: str, encode_length: Callable[[str], int], known: dict[str, int] | None = None
+    ) -> None:
         self.text = text
         self._encode_length = encode_length
-        self._known: dict[str, int] = {}
+        self._known: dict[str, int] = {} if known is None else known
         blocks = _BLOCK_START.split(text)
         self._starts = list(accumulate(map(len, blocks), initial=0))  # block k: starts[k]:starts[k + 1]
         self._sums = list(accumulate(map(self._block, blocks), initial=0))  # of the blocks before k

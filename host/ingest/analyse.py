@@ -19,7 +19,10 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+import pydantic_core
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.chunker import SEGMENT_BYTES, Segments, chunk_file
@@ -37,6 +40,9 @@ PARALLEL_MIN_FILES = 64  # below this, starting worker processes costs more than
 _BINARY_SNIFF = 8192
 _PIECE_END = re.compile(rb"\n(?=[ \t]*[\x21-\x7e])")  # ASCII: a block start by any reading
 _counters: dict[str, CachedCounter] = {}
+_blocks: dict[str, dict[str, int]] = {}  # per tokenizer: counts of line blocks this process has seen
+_BLOCKS_KEPT = 100_000  # blocks (most are one short line: a few MB); past this the counts start over
+_UNCOUNTED = ',"body_tokens":null,"skeleton_tokens":null,"counted_by":null}'  # a chunk JSON's end
 STREAM_BYTES = SEGMENT_BYTES  # larger files are analysed as a Stream, in the updating process
 Derive = Callable[[str, Sequence[Chunk]], Any]  # (path, chunks) -> what a layer above keeps of a file
 Merge = Callable[[list[Any]], Any]  # what Derive made of each segment of a streamed file -> the file's
@@ -148,7 +154,10 @@ def analyse(task: Task) -> Analysis:
     parsed = chunk_file(task.rel, data)
     text = data.decode("utf-8")
     counter = _counter(task.tokenizer)
-    counts = counter.file_counts(text)  # the file and its bodies share their lines: each counted once
+    known = _blocks.setdefault(task.tokenizer, {})  # lines repeat across files (imports, `else:`)
+    if len(known) > _BLOCKS_KEPT:
+        known.clear()
+    counts = counter.file_counts(text, known)  # the file and its bodies share their lines: each counted once
     if counts is not None:
         tokens = counts.total
         records = [(c, counts.part(c.body, c.start_byte), counts.count) for c in parsed.chunks]
@@ -186,12 +195,19 @@ def _counted(chunk: Chunk, body_tokens: int, count: Callable[[str], int], tokeni
     """The chunk's JSON with the counts of its body and skeleton (the copy is not kept: one large
     file holds hundreds of thousands of chunks). The skeleton is counted with the file's blocks:
     its signature and doc lines are mostly the file's."""
-    counts = {
-        "body_tokens": body_tokens,
-        "skeleton_tokens": count(chunk.skeleton),
-        "counted_by": tokenizer,
-    }
+    skeleton_tokens = count(chunk.skeleton)
+    text = chunk.model_dump_json()
+    if text.endswith(_UNCOUNTED):  # the counts are its last fields: written in place of the nulls
+        tail = f',"body_tokens":{body_tokens},"skeleton_tokens":{skeleton_tokens},"counted_by":'
+        return f"{text[: -len(_UNCOUNTED)]}{tail}{_json(tokenizer)}}}"
+    counts = {"body_tokens": body_tokens, "skeleton_tokens": skeleton_tokens, "counted_by": tokenizer}
     return chunk.model_copy(update=counts).model_dump_json()
+
+
+@lru_cache(maxsize=8)
+def _json(text: str) -> str:
+    """A string as pydantic writes it in JSON."""
+    return pydantic_core.to_json(text).decode("utf-8")
 
 
 def analyse_all(tasks: Sequence[Task], *, workers: int | None = None) -> Iterator[Analysis]:
