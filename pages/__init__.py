@@ -8,7 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pagedctx.pages.ids import handle_for, short_hash
+    from pagedctx.pages.ids import handle_for, short_hash, short_number
     from pagedctx.pages.model import (
         Activation,
         ConsolidatedPage,
@@ -72,6 +72,7 @@ _HOME = {
     "page_adapter": "model",
     "shelve": "moves",
     "short_hash": "ids",
+    "short_number": "ids",
 }
 
 
@@ -116,4 +117,5 @@ __all__ = [
     "page_adapter",
     "shelve",
     "short_hash",
+    "short_number",
 ]

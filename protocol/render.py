@@ -252,7 +252,9 @@ def _skeleton(
 ) -> tuple[etree._Element, etree._Element]:
     root = etree.Element("PagedContext", version=version)
     static = etree.SubElement(root, "Static_Registry")
-    etree.SubElement(static, "ST-Node", id="CURRENT_TIME", value=current_time.isoformat())
+    now = current_time.isoformat()  # UTC as `Z`: 3 tokens fewer than `+00:00` in every view (issue 19)
+    now = now[:-6] + "Z" if now.endswith("+00:00") else now
+    etree.SubElement(static, "ST-Node", id="CURRENT_TIME", value=now)
     for entry in registry:
         st_node = etree.SubElement(static, "ST-Node", id=entry.id)
         _set_free_attributes(st_node, [("value", entry.value)])

@@ -186,6 +186,18 @@ def test_background_nodes_are_summaries_without_saying_so() -> None:
     assert parse_document(text).background is not None
 
 
+def test_current_time_in_utc_is_written_with_z_and_reads_back_the_same() -> None:
+    """P7, issue 19: CURRENT_TIME in UTC ends in `Z` (3 tokens fewer than `+00:00`); another zone or
+    a naive time is written as before; each parses back to the same instant."""
+    other = datetime(2026, 2, 14, 11, 0, 5, tzinfo=timezone(timedelta(hours=2)))
+    for when, written in ((NOW, "2026-02-14T11:00:00Z"), (other, "2026-02-14T11:00:05+02:00")):
+        for dense in (True, False):
+            text = render_state(build(original(1)), current_time=when, dense=dense)
+            assert f'<ST-Node id="CURRENT_TIME" value="{written}"/>' in text
+            back = parse_document(text).current_time
+            assert back == when and back.utcoffset() == when.utcoffset()
+
+
 def test_short_instructions_are_the_default_and_the_long_form_is_kept() -> None:
     counter = token_counter(None)
     assert system_instructions() == SHORT_INSTRUCTIONS

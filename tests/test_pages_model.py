@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime
 from typing import Any
 
@@ -22,8 +24,31 @@ from pagedctx.pages import (
     is_handle,
     page_adapter,
     short_hash,
+    short_number,
 )
 from pagedctx.pages.ids import MAX_ID_LENGTH
+from pagedctx.pages.model import PAGE_ID_PATTERN
+
+
+def test_short_number_is_decimal_stable_and_widens_on_collision() -> None:
+    """P1/P3, issue 19: the decimal short hash is a valid page id, stable, one digit wider per collision."""
+    first = short_number("turn 1: hello")
+    assert first == short_number("turn 1: hello") and len(first) == 6 and first.isdigit()
+    assert pid_pattern_ok(first)
+    wider = short_number("turn 1: hello", taken={first})
+    assert wider == short_number("turn 1: hello", min_length=7) and wider.startswith(first)
+    assert short_number(b"bytes") == short_number("bytes") != short_number("bytes2")
+    whole = int(hashlib.blake2b(b"x", digest_size=32).hexdigest(), 16)
+    assert int(short_number("x", min_length=MAX_ID_LENGTH)[::-1]) == whole % 10**MAX_ID_LENGTH
+    prefixes = {short_number("x", min_length=n) for n in range(6, MAX_ID_LENGTH + 1)}
+    with pytest.raises(ValueError, match="taken"):
+        short_number("x", taken=prefixes, min_length=6)
+    with pytest.raises(ValueError, match="min_length"):
+        short_number("x", min_length=3)
+
+
+def pid_pattern_ok(value: str) -> bool:
+    return re.fullmatch(PAGE_ID_PATTERN[1:-1], value) is not None
 
 
 def test_short_hash_is_stable_and_widens_on_collision() -> None:

@@ -33,6 +33,7 @@ from pagedctx.pages import (
     handle_for,
     page_adapter,
     short_hash,
+    short_number,
 )
 from pagedctx.protocol.tokens import token_counter
 
@@ -489,9 +490,9 @@ def test_materialize_atomic_to_original_and_structured_to_consolidated(tmp_path:
 
 
 def test_a_dialogue_turn_gets_a_shorter_id_widened_on_collision(tmp_path: Path) -> None:
-    """P1, issue 19: a turn's page id is 5 hex digits of its handle's hash (a turn is short, its id
-    a large share of what it costs shown), one digit wider per collision; the dialogue's own page
-    keeps 8."""
+    """P1, issue 19: a turn's page id is 6 decimal digits of its handle's hash (a turn is short, its
+    id a large share of what it costs shown; cl100k reads 6 digits as 2 tokens), one digit wider per
+    collision; the dialogue's own page keeps 8 hex digits."""
     dialogue = DialogueProvider.from_jsonl(write_jsonl(tmp_path / "chat.jsonl", TURNS), COUNTER)
     root = dialogue.piece(dialogue.root)
     assert root is not None
@@ -499,9 +500,10 @@ def test_a_dialogue_turn_gets_a_shorter_id_widened_on_collision(tmp_path: Path) 
     assert len(materialize(root, taken=taken, depth=0).id) == 8
     turn = dialogue.children(dialogue.root)[0]
     base = materialize(turn, taken=taken, depth=1)
-    assert base.id == short_hash(turn.handle, min_length=5)
+    assert base.id == short_number(turn.handle) and len(base.id) == 6 and base.id.isdigit()
     wider = materialize(turn, taken=taken, depth=1)
-    assert wider.id == short_hash(turn.handle, min_length=6) and wider.id.startswith(base.id)
+    assert wider.id == short_number(turn.handle, min_length=7) and wider.id.startswith(base.id)
+    assert COUNTER.count(base.id) == 2
 
 
 def test_materialized_ids_widen_on_collision() -> None:

@@ -34,7 +34,15 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
 from pagedctx.host.text.terms import terms
-from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, PBlock, PBlockKind, short_hash
+from pagedctx.pages import (
+    ConsolidatedPage,
+    Origin,
+    OriginalPage,
+    PBlock,
+    PBlockKind,
+    short_hash,
+    short_number,
+)
 from pagedctx.pages.ids import MIN_ID_LENGTH
 from pagedctx.pages.model import Handle, Keyword, Summary
 
@@ -154,12 +162,12 @@ class TakenIds(set[str]):
 # --- materialization ----------------------------------------------------------------------------------
 
 
-TURN_ID_LENGTH = 5  # hex digits of a dialogue turn's page id before any collision widens it
+TURN_ID_LENGTH = 6  # decimal digits of a dialogue turn's page id before any collision widens it
 
 
 def _is_turn(piece: Piece) -> bool:
     """A turn of a dialogue: one of many short pages, whose id is a large share of what it costs
-    shown (issue 19: 8 hex digits are ~5 tokens, 5 are ~3, on a turn of ~30)."""
+    shown (issue 19: 8 hex digits are ~5 tokens, 5 are ~3.2, 6 decimal digits 2, on a turn of ~30)."""
     return piece.atomic and piece.kind is PBlockKind.DIALOGUE
 
 
@@ -173,7 +181,10 @@ def materialize(
     Consolidated page whose `source_ids` are its children's handles (its own handle when it has
     none, so the page still points at its block). The new id is added to `taken`.
     """
-    page_id = short_hash(piece.handle, taken, TURN_ID_LENGTH if _is_turn(piece) else MIN_ID_LENGTH)
+    if _is_turn(piece):
+        page_id = short_number(piece.handle, taken, TURN_ID_LENGTH)
+    else:
+        page_id = short_hash(piece.handle, taken, MIN_ID_LENGTH)
     taken.add(page_id)
     common = {
         "id": page_id,
