@@ -342,3 +342,56 @@ def test_a_question_about_the_past_keeps_no_latest_segment(tmp_path: Path) -> No
     assert flow("How long did Ilse take to swim the fjord?") == ()
     assert flow("Who fixed the boiler in the cellar?")
     assert flow("And then, zzyzx?")
+
+
+def test_words_most_turns_say_address_no_turn(tmp_path: Path) -> None:
+    """Issue 19 item 3, P13: a question only words said in most turns match ("which service
+    restarted", over turns that all say it) is not about the past: the router's search skips such
+    terms and would find nothing, so the latest segments stay in the flow (the view is not empty)."""
+    turns = [
+        {
+            "id": f"t{n}",
+            "speaker": "alice",
+            "text": f"Remark {n}: the service_{n} restarted at {n}:00.",
+            "timestamp": (T0 + timedelta(hours=n)).isoformat(),
+        }
+        for n in range(150)
+    ]
+    path = _write(tmp_path / "d.jsonl", turns)
+    provider = DialogueProvider.from_jsonl(path, COUNTER)
+    pieces = provider.children(provider.root)
+    assert setup._addressed(provider, pieces, "which service restarted") == frozenset()
+    assert len(setup._addressed(provider, pieces, "when did service_7 restart")) == 1
+    prepared, result = _run(path, "which service restarted", 1200, T0 + timedelta(days=30))
+    assert prepared.state.flow
+    assert result.xml.count("<Node") > 0 and result.tokens <= 1200
+
+
+def test_the_question_turn_itself_does_not_make_the_latest_turns_give_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 3, P13: in a chat the latest user turn is the question and matches itself
+    best; shown alone in Detail it is not a turn found, so the latest segments stay; a turn far
+    back that the plan shows does make them give way."""
+    from pagedctx.host.roles.router import RouterPlan
+
+    question = "How long did Ilse take to swim the fjord?"
+    turns = _turns(random.Random(7), sessions=20)
+    turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
+    turns.append({**turns[-1], "id": "ask", "speaker": "user", "text": question})
+    path = _write(tmp_path / "d.jsonl", turns)
+    monkeypatch.setattr(setup, "ADDRESSED", 0)  # prepare keeps the latest segments
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)), intent=question, budget=Budget(total=2000), counter=COUNTER, now=T0
+    )
+    state = prepared.state
+    by_text = {getattr(p, "content", ""): pid for pid, p in state.pages.items()}
+    asked, found = by_text[f"user: {question}"], by_text[f"{turns[13]['speaker']}: {turns[13]['text']}"]
+    assert state.flow
+
+    def evicted(hot: tuple[str, ...]) -> list[str]:
+        plan = RouterPlan(intent_focus=question, keywords=(), hot=hot, indexed=(), relevance={})
+        return [s.target for s in loop._give_way(state, plan)[1]]
+
+    assert evicted((asked,)) == []
+    assert evicted((asked, found))

@@ -24,7 +24,7 @@ def _chat(server: Any, sid: str, history: list[dict[str, str]]) -> str:
         model=server.model,
         messages=history,
         extra_headers={"X-Session-Id": sid},
-        extra_body={"pagedctx": {"budget": 1200}},
+        extra_body={"pagedctx": {"budget": 800}},
     )
     return str(reply.choices[0].message.content)
 
@@ -65,7 +65,7 @@ def test_a_served_session_is_a_bundle_that_replays_bit_for_bit(tmp_path: Path) -
         assert result.exit_code == 0, result.output
         half = replay_bundle(folder, budget_scale=0.5)  # the merges become consolidate() calls
         assert (half.status, half.error, len(half.asks)) == ("compared", None, 3)
-        assert all(a.tokens[1] is not None and a.tokens[1] <= 600 for a in half.asks)
+        assert all(a.tokens[1] is not None and a.tokens[1] <= 400 for a in half.asks)
         assert server.delete("/v1/sessions/ops").status_code == 200
         (kept,) = bundles.iterdir()
         assert kept.name.startswith("local.ops.deleted-") and (kept / "manifest.json").is_file()

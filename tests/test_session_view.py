@@ -30,7 +30,7 @@ VIEW_COLOURS = {"Summary": (0x9A, 0xA5, 0xB1), "Detail": (0xE0, 0xA0, 0x30), "Un
 def trace(tmp_path: Path) -> Path:
     """A real trace: a small baseline session whose first worker output is malformed (a fault round).
 
-    1,400 tokens: tight enough that the last view holds pages in all three views (the tokens a
+    1,000 tokens: tight enough that the last view holds pages in all three views (the tokens a
     round leaves unused go to turns in Detail, issue 19)."""
     doc = tmp_path / "ops.md"
     doc.write_text(DOC)
@@ -44,7 +44,7 @@ def trace(tmp_path: Path) -> Path:
     def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
         return next(outputs, "") or baseline_worker(xml, text, explored=explored, final=final)
 
-    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=1400, worker=worker)
+    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=1000, worker=worker)
     assert result.answer is not None
     return tmp_path / "trace.jsonl"
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
 from pagedctx.host.blocks.base import BlockProvider
+from pagedctx.host.blocks.dialogue import speaker_and_text
 from pagedctx.host.records.memory import Memory
 from pagedctx.host.records.registry import SessionRegistry
 from pagedctx.host.records.trace import ContextSink, RoundEvent, TraceRecorder, TraceSink
@@ -304,10 +305,15 @@ def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list
     (nothing of theirs revealed: the latest segments a paged dialogue keeps in the flow, P13) go to
     the index (Shelved, `exchange.evict`), where they stay searchable and come back when addressed.
     When addressing finds no turn (a continuation, "and then?") they stay: they are what the talk
-    was about."""
+    was about. The turn that asks the question (a chat's latest user message, which matches itself
+    best) is not a turn found: alone it never moves the rest out."""
     pages = state.pages
+    asked = " ".join(plan.intent_focus.split())
     if not any(
-        isinstance(pages.get(p), OriginalPage) and pages[p].origin is Origin.HISTORY for p in plan.hot
+        isinstance(page := pages.get(p), OriginalPage)
+        and page.origin is Origin.HISTORY
+        and " ".join(speaker_and_text(page.content)[1].split()) != asked
+        for p in plan.hot
     ):
         return state, []
     kept = {*plan.hot, *plan.indexed}

@@ -210,10 +210,23 @@ ADDRESSED = 5  # the intent's best matches among a dialogue's turns that say whe
 ADDRESSED_SHARE = 0.5  # of the best match's score, at least
 
 
+def _informative(turns: Sequence[Piece], words: Sequence[str]) -> list[str]:
+    """The words that can address a turn: those with a term said in at most half of the turns (of
+    more than 10). The router's page search skips a more common term (`PageSearch`), so a question
+    that only such words match ("which service restarted", over turns that all say it) addresses
+    nothing: its latest segments stay in view rather than every turn being Shelved for a search
+    that finds none."""
+    if len(turns) <= 10:
+        return list(words)
+    said = Counter(t for turn in turns for t in set(terms(turn.content or turn.summary)))
+    return [w for w in words if any(said[t] <= len(turns) / 2 for t in terms(w))]
+
+
 def _addressed(provider: DialogueProvider, turns: Sequence[Piece], intent: str) -> frozenset[str]:
     """The handles of the turns the intent matches best (BM25 over the turns, P16): at most
-    `ADDRESSED`, within `ADDRESSED_SHARE` of the best; none when its words match no turn."""
-    words = list(Intent.of(intent).words)
+    `ADDRESSED`, within `ADDRESSED_SHARE` of the best; none when its words match no turn or only
+    terms most turns say (`_informative`)."""
+    words = _informative(turns, list(Intent.of(intent).words))
     if not words:
         return frozenset()
     handles = {t.handle for t in turns}
