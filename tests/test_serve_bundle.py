@@ -31,7 +31,8 @@ def _chat(server: Any, sid: str, history: list[dict[str, str]]) -> str:
 
 @pytest.mark.slow
 def test_a_served_session_is_a_bundle_that_replays_bit_for_bit(tmp_path: Path) -> None:
-    """Three requests sending the whole history each time, a dialogue attached, the Consolidator
+    """Five requests sending the whole history each time (an 800-token budget: the views pass the
+    merge share, so the background Consolidator has work), a dialogue attached, the Consolidator
     folding after the replies: the bundle `local.ops` replays bit for bit; reading a session writes
     no bundle; a deleted session's bundle is kept under another name."""
     root = tmp_path / "talks"
@@ -43,7 +44,13 @@ def test_a_served_session_is_a_bundle_that_replays_bit_for_bit(tmp_path: Path) -
         attached = server.post("/v1/sessions/ops/sources", {"kind": "dialogue", "path": str(log)})
         assert attached.status_code == 200, attached.text
         history: list[dict[str, str]] = []
-        for question in ("which service restarted", "Where do we have lunch?", "and service_7?"):
+        for question in (
+            "which service restarted",
+            "Where do we have lunch?",
+            "and service_7?",
+            "what about service_12?",
+            "and service_30?",
+        ):
             history.append({"role": "user", "content": question})
             history.append({"role": "assistant", "content": _chat(server, "ops", history)})
         folder = bundles / "local.ops"
@@ -57,14 +64,14 @@ def test_a_served_session_is_a_bundle_that_replays_bit_for_bit(tmp_path: Path) -
         time.sleep(0.5)  # let a merge in flight finish: it records itself under the session's lock
         manifest = load_manifest(folder)
         assert [s.op for s in manifest.steps][:3] == ["dialogue", "turns", "ask"]
-        assert len(manifest.asks) == 3 and any(s.op == "merge" for s in manifest.steps)
+        assert len(manifest.asks) == 5 and any(s.op == "merge" for s in manifest.steps)
         assert sorted(p.name for p in bundles.iterdir()) == ["local.ops"]  # GETs wrote nothing
         outcome = replay_bundle(folder)
         assert (outcome.status, outcome.divergence, outcome.causes) == ("reproduced", None, ())
         result = CliRunner().invoke(app, ["replay", str(folder)])
         assert result.exit_code == 0, result.output
         half = replay_bundle(folder, budget_scale=0.5)  # the merges become consolidate() calls
-        assert (half.status, half.error, len(half.asks)) == ("compared", None, 3)
+        assert (half.status, half.error, len(half.asks)) == ("compared", None, 5)
         assert all(a.tokens[1] is not None and a.tokens[1] <= 400 for a in half.asks)
         assert server.delete("/v1/sessions/ops").status_code == 200
         (kept,) = bundles.iterdir()
