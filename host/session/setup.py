@@ -35,6 +35,7 @@ from pagedctx.host.select.render import selection_state
 from pagedctx.host.session.sentry import SentryDecision, topic_segments, watch
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, to_keywords
+from pagedctx.host.text.page_search import too_common
 from pagedctx.host.text.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
@@ -211,15 +212,12 @@ ADDRESSED_SHARE = 0.5  # of the best match's score, at least
 
 
 def _informative(turns: Sequence[Piece], words: Sequence[str]) -> list[str]:
-    """The words that can address a turn: those with a term said in at most half of the turns (of
-    more than 10). The router's page search skips a more common term (`PageSearch`), so a question
-    that only such words match ("which service restarted", over turns that all say it) addresses
-    nothing: its latest segments stay in view rather than every turn being Shelved for a search
-    that finds none."""
-    if len(turns) <= 10:
-        return list(words)
+    """The words that can address a turn: those with a term not `too_common` among the turns (the
+    router's page search skips such a term), so a question only such words match ("which service
+    restarted", over turns that all say it) addresses nothing: its latest segments stay in view
+    rather than every turn being Shelved for a search that finds none."""
     said = Counter(t for turn in turns for t in set(terms(turn.content or turn.summary)))
-    return [w for w in words if any(said[t] <= len(turns) / 2 for t in terms(w))]
+    return [w for w in words if any(not too_common(said[t], len(turns)) for t in terms(w))]
 
 
 def _addressed(provider: DialogueProvider, turns: Sequence[Piece], intent: str) -> frozenset[str]:

@@ -20,10 +20,16 @@ from pagedctx.host.text.dates import timestamp_terms
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import Origin, Page
 
-__all__ = ["PageSearch", "page_terms"]
+__all__ = ["PageSearch", "page_terms", "too_common"]
 
 K1 = 1.2
 B = 0.75
+
+
+def too_common(said_in: int, pages: int) -> bool:
+    """Whether a term said in `said_in` of `pages` pages is too common to search by: in more than
+    half of them, when there are more than 10 (a speaker's name, a word of every turn)."""
+    return said_in > pages / 2 and pages > 10
 
 
 def page_terms(page: Page) -> list[str]:
@@ -117,7 +123,7 @@ class PageSearch:
             best: dict[str, float] = {}
             for word, weight in group.items():
                 posting = self._postings.get(word)
-                if not posting or (len(posting) > n / 2 and n > 10):
+                if not posting or too_common(len(posting), n):
                     continue
                 df = len(posting)
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
@@ -187,7 +193,7 @@ class PageSearch:
         out: list[tuple[dict[str, int], float, float]] = []
         for word in dict.fromkeys(query):
             posting = self._postings.get(word)
-            if not posting or (len(posting) > n / 2 and n > 10):
+            if not posting or too_common(len(posting), n):
                 continue
             df = len(posting)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
