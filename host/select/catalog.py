@@ -588,6 +588,29 @@ def _joined(pieces: Sequence[npt.NDArray[np.int32]]) -> IntArray:
     return np.concatenate(pieces).astype(np.int32, copy=False) if pieces else np.zeros(0, np.int32)
 
 
+def _joined_parts(parts: Sequence[FilePart]) -> FilePart:
+    """Consecutive files' parts as one (rows in order; enclosing rows renumbered within it)."""
+    parent: list[int] = []
+    for part in parts:
+        offset = len(parent)
+        parent += [p + offset if p >= 0 else -1 for p in part.parent]
+    return FilePart(
+        path=parts[0].path,
+        stamp=parts[0].stamp,
+        tokens=sum(p.tokens for p in parts),
+        ids=[i for p in parts for i in p.ids],
+        qualnames=[q for p in parts for q in p.qualnames],
+        kinds=[k for p in parts for k in p.kinds],
+        start=[n for p in parts for n in p.start],
+        end=[n for p in parts for n in p.end],
+        parent=parent,
+        head=[d for p in parts for d in p.head],
+        body=[d for p in parts for d in p.body],
+        refs=[r for p in parts for r in p.refs],
+        defined=[d for p in parts for d in p.defined],
+    )
+
+
 class _Entries:
     """Entries of an inverted list added by a delta: (key, row, value) in three growing lists."""
 
@@ -651,13 +674,17 @@ class _Delta:
         old, position = self.old, 0
         starts, counts = old.file_start.tolist(), old.file_count.tolist()
         moves: list[tuple[int, int, int]] = []  # (old start, old stop, new start) of each kept run
+        joined: list[FilePart] = []  # new parts next to each other in block order: one run
         for path in self.block_order:
             part = self.fresh.get(path)
             if part is not None:
-                self.runs.append((position, part))
+                if not joined:
+                    self.runs.append((position, part))
+                joined.append(part)
                 self.counts.append(len(part.ids))
                 position += len(part.ids)
                 continue
+            self._join(joined)
             i = self.old_index[path]
             start, count = starts[i], counts[i]
             self.counts.append(count)
@@ -671,12 +698,22 @@ class _Delta:
                 self.runs.append(Run(start, start + count))
                 moves.append((start, start + count, position))
             position += count
+        self._join(joined)
         for start, stop, new_start in moves:
             self.row_map[start:stop] = np.arange(new_start, new_start + stop - start, dtype=np.int32)
         self.rows = position
 
-    def _new_parts(self) -> list[tuple[int, FilePart]]:
-        return [run for run in self.runs if isinstance(run, tuple)]
+    def _join(self, joined: list[FilePart]) -> None:
+        """The last run made of the new parts in `joined` (emptied), when there are several:
+        their rows are consecutive, so arrays are made once for the run, not once per file."""
+        last = self.runs[-1] if len(joined) > 1 else None
+        if isinstance(last, tuple):
+            self.runs[-1] = (last[0], _joined_parts(joined))
+        joined.clear()
+
+    def _new_parts(self) -> list[FilePart]:
+        """The new parts file by file, in block order (vocabularies grow in this order)."""
+        return [part for path in self.block_order if (part := self.fresh.get(path)) is not None]
 
     def _inverse(
         self, old: Postings, n_keys: int, removed: IntArray, forward: tuple[Any, ...], added: _Entries
@@ -804,10 +841,10 @@ class _Delta:
     def result(self, generation: int) -> Catalog:
         old, new_parts = self.old, self._new_parts()
         symbols, symbol_ids = old.symbol_names.grown(
-            n for _, part in new_parts for names in (*part.refs, *part.defined) for n in names
+            n for part in new_parts for names in (*part.refs, *part.defined) for n in names
         )
-        head_terms, head_ids = old.head_terms.grown(t for _, p in new_parts for doc in p.head for t in doc)
-        body_terms, body_ids = old.body_terms.grown(t for _, p in new_parts for doc in p.body for t in doc)
+        head_terms, head_ids = old.head_terms.grown(t for p in new_parts for doc in p.head for t in doc)
+        body_terms, body_ids = old.body_terms.grown(t for p in new_parts for doc in p.body for t in doc)
         catalog = Catalog(
             instance=old.instance,
             generation=generation,
