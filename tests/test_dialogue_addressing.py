@@ -18,7 +18,7 @@ import pytest
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.roles.router import address
+from pagedctx.host.roles.router import address, with_replies
 from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
@@ -395,3 +395,69 @@ def test_the_question_turn_itself_does_not_make_the_latest_turns_give_way(
 
     assert evicted((asked,)) == []
     assert evicted((asked, found))
+
+
+def _reply_turns(tmp_path: Path, replier: str, later: timedelta) -> tuple[Prepared, str, str]:
+    """A conversation with a turn that asks ("Which animal do you love most?") and the turn after it
+    (by `replier`, `later` after it) that shares no word with it; the ids of the two turns."""
+    turns = _turns(random.Random(7), sessions=6)
+    at = 25
+    turns[at] = {
+        **turns[at],
+        "speaker": "Melanie",
+        "text": "What a lovely photo! Which animal do you love most?",
+    }
+    said = datetime.fromisoformat(turns[at]["timestamp"]) + later
+    turns[at + 1] = {**turns[at + 1], "speaker": replier, "text": REPLY, "timestamp": said.isoformat()}
+    for turn in turns[at + 2 :]:  # the file's order stays the order in time
+        turn["timestamp"] = max(
+            datetime.fromisoformat(turn["timestamp"]), said + timedelta(minutes=1)
+        ).isoformat()
+    path = _write(tmp_path / "d.jsonl", turns)
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)), intent=ASKS, budget=Budget(total=1000), counter=COUNTER, now=T0
+    )
+    by_text = {getattr(page, "content", ""): pid for pid, page in prepared.state.pages.items()}
+    return (
+        prepared,
+        by_text["Melanie: What a lovely photo! Which animal do you love most?"],
+        by_text[f"{replier}: {REPLY}"],
+    )
+
+
+ASKS = "Which animal does Caroline love most?"
+REPLY = "Penguins, no doubt about it!"
+
+
+def test_the_reply_to_a_question_turn_found_is_found_too(tmp_path: Path) -> None:
+    """Issue 19 item 2, P8: the other speaker's answer to a recalled turn that asks is addressed
+    with it, though it shares no word with the question ("Which animal do you love most?" -
+    "Penguins, no doubt about it!"): it gets `ANSWER` (half) of the asking turn's relevance times
+    how much it says, so it ranks below it; a reply already scoring more keeps its own score."""
+    prepared, asked, reply = _reply_turns(tmp_path, "Caroline", timedelta(minutes=1))
+    assert with_replies(prepared.state, {asked: 0.6}, lambda pid: 0.5) == {asked: 0.6, reply: 0.15}
+    assert with_replies(prepared.state, {asked: 0.6, reply: 0.2}, lambda pid: 0.5) == {asked: 0.6, reply: 0.2}
+    search = ExpandedSearch()
+    search.add_pages(prepared.state.pages.values())
+    search.set_query(ASKS)
+    plan = address(prepared.state, intent=Intent.of(ASKS), search=search)
+    assert 0 < plan.relevance[reply] < plan.relevance[asked]
+
+
+@pytest.mark.parametrize(
+    ("replier", "later"),
+    [("Melanie", timedelta(minutes=1)), ("Caroline", timedelta(hours=7))],
+    ids=["same speaker", "a later session"],
+)
+def test_a_turn_after_a_question_is_no_reply_when_its_speaker_asked_or_it_came_later(
+    tmp_path: Path, replier: str, later: timedelta
+) -> None:
+    """Issue 19 item 2, P8: the turn after a question is its reply only when another speaker says it
+    within `REPLY_WITHIN` (6 hours): the asker going on, or the next session's opening, is not; nor
+    is the turn after one that does not end on a question."""
+    prepared, asked, _ = _reply_turns(tmp_path, replier, later)
+    assert with_replies(prepared.state, {asked: 0.6}, lambda pid: 1.0) == {asked: 0.6}
+    statement = next(
+        pid for pid, page in prepared.state.pages.items() if getattr(page, "content", "").endswith("summit.")
+    )
+    assert with_replies(prepared.state, {statement: 0.6}, lambda pid: 1.0) == {statement: 0.6}

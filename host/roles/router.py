@@ -5,7 +5,8 @@ latest input, already scaffolded), then:
 1. broad recall: BM25 over the session's pages by the focus keywords (`PageSearch`);
 2. precision against summaries: each recalled page is re-scored by how much of the focus its
    summary and keywords cover (each term weighted by its rarity), scaled down for a page that says
-   little, up for a turn by a speaker the focus names; within `hot_ratio` of the best and among
+   little, up for a turn by a speaker the focus names; the other speaker's reply to a recalled turn
+   that asks gets part of its relevance (`with_replies`); within `hot_ratio` of the best and among
    the first `max_hot` it is Hot (injected in Detail), the next `max_indexed` are Indexed (shown
    as their summary);
 3. physical addressing: the blocks the session was given are searched with the keywords (P16);
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,12 +44,23 @@ from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.render import timeline_key
 
-__all__ = ["BlockPick", "RouterConfig", "RouterPlan", "address", "apply_plan", "focus_terms", "focus_words"]
+__all__ = [
+    "BlockPick",
+    "RouterConfig",
+    "RouterPlan",
+    "address",
+    "apply_plan",
+    "focus_terms",
+    "focus_words",
+    "with_replies",
+]
 
 SPEAKER = 0.5  # a turn by a person the question names gains this share of its relevance
 DIGEST = 0.5
 HOT_NODE_TOKENS = 22  # a dense <Node> around a page's text, about
 NEIGHBOUR = 0.25  # of a turn's relevance its neighbours get
+ANSWER = 0.5  # of a recalled turn's relevance the reply to its question gets
+REPLY_WITHIN = timedelta(hours=6)  # a turn said later than this after a question is not its reply
 INFORMATIVE_TERMS = 12  # distinct terms from which a page counts as saying something in full
 DEFAULT_MAX_HOT = 6
 
@@ -148,20 +160,14 @@ def _detail_tokens(page: OriginalPage | ConsolidatedPage) -> int:
 
 
 def _with_neighbours(
-    state: SessionState, combined: dict[str, float], informative: Callable[[str], float]
+    state: SessionState, combined: dict[str, float], informative: Callable[[str], float], turns: Sequence[str]
 ) -> dict[str, float]:
     """Each recalled turn of the history gets `NEIGHBOUR` of the relevance of the recalled turns next
     to it: an answer repeats little of the question it answers ("Yup, we did it yesterday! ... after
     the road trip"), and a reaction that repeats the words ("so much fun at the park!") points at
     the turn before it. A neighbour that says little (`informative`) gets little."""
-    turns = [
-        pid for pid, page in state.pages.items()
-        if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
-    ]  # fmt: skip
     if len(turns) < 2 or not combined:
         return combined
-    pages = state.pages
-    turns.sort(key=lambda pid: timeline_key(pages[pid].timestamp, pid))
     position = {pid: n for n, pid in enumerate(turns)}
     out = dict(combined)
     for pid, value in combined.items():
@@ -172,6 +178,56 @@ def _with_neighbours(
             other = turns[near] if 0 <= near < len(turns) else ""
             if other in combined:  # reorders what addressing found; brings in nothing of its own
                 out[other] = round(out[other] + NEIGHBOUR * value * informative(other), 6)
+    return out
+
+
+def _history_turns(state: SessionState) -> list[str]:
+    """The turns of the history (Original History pages, not drafts) in the order they were said."""
+    pages = state.pages
+    turns = [
+        pid for pid, page in pages.items()
+        if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
+    ]  # fmt: skip
+    turns.sort(key=lambda pid: timeline_key(pages[pid].timestamp, pid))
+    return turns
+
+
+def _asks(text: str) -> bool:
+    """Whether a turn ends on a question (its last sentence asks): the next speaker answers it."""
+    return text.rstrip().endswith("?")
+
+
+def with_replies(
+    state: SessionState,
+    combined: dict[str, float],
+    informative: Callable[[str], float],
+    turns: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """The reply to a recalled turn that asks gets `ANSWER` of that turn's relevance, recalled or
+    not: a question and its answer share the question's words, the answer rarely repeats them
+    ("How long have you been married?" - "5 years already!"). The reply is the next turn of the
+    history, by another speaker, within `REPLY_WITHIN`; one that says little (`informative`) gets
+    little. `turns`: `_history_turns(state)`, when the caller has it."""
+    if not combined:
+        return combined
+    pages = state.pages
+    turns = _history_turns(state) if turns is None else turns
+    position = {pid: n for n, pid in enumerate(turns)}
+    out = dict(combined)
+    for pid, value in combined.items():
+        at = position.get(pid)
+        if at is None or at + 1 >= len(turns):
+            continue
+        asked, reply = pages[pid], pages[turns[at + 1]]
+        assert isinstance(asked, OriginalPage) and isinstance(reply, OriginalPage)
+        speaker, text = speaker_and_text(asked.content)
+        if not _asks(text) or speaker_and_text(reply.content)[0] == speaker:
+            continue
+        if reply.timestamp - asked.timestamp > REPLY_WITHIN:
+            continue
+        gained = round(ANSWER * value * informative(reply.id), 6)
+        if gained > out.get(reply.id, 0.0):
+            out[reply.id] = gained
     return out
 
 
@@ -278,7 +334,9 @@ def address(
         )
         for pid, s in recalled
     }
-    combined = _with_neighbours(state, combined, lambda pid: _informativeness(search, pid))
+    turns = _history_turns(state)
+    combined = with_replies(state, combined, lambda pid: _informativeness(search, pid), turns)
+    combined = _with_neighbours(state, combined, lambda pid: _informativeness(search, pid), turns)
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
