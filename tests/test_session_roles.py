@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from pages_factory import said
+from pages_factory import build, pid, said
 
-from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.pages import View
+from pagedctx.host.roles.baseline import baseline_worker, consolidate
+from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, View
 from pagedctx.protocol.render import render_state
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -40,3 +40,93 @@ def test_the_latest_statement_of_a_fact_answers_first() -> None:
         (1, "Staging listens on port 9090."),
     )
     assert given.startswith("Staging listens on port 9090. [00000003]")
+
+
+def test_a_digest_gives_its_latest_statement_first() -> None:
+    """P7: a Consolidated digest lists its sources in time order, so of two statements in it that
+    answer alike the later one answers first (they share the digest's one timestamp; the order of
+    their text decided before, and "By the way..." sorted before "Update...")."""
+    old = OriginalPage(
+        id=pid(1),
+        depth=1,
+        timestamp=T0,
+        summary="By the way, my locker code is K7-2291.",
+        content="By the way, my locker code is K7-2291.",
+        origin=Origin.HISTORY,
+    )
+    new = old.model_copy(
+        update={
+            "id": pid(2),
+            "timestamp": T0 + timedelta(days=3),
+            "summary": "Update: my locker code is now Q4-8830, the old one stopped working.",
+            "content": "Update: my locker code is now Q4-8830, the old one stopped working.",
+        }
+    )
+    summary, keywords = consolidate([old, new])
+    digest = ConsolidatedPage(
+        id=pid(3),
+        depth=0,
+        timestamp=new.timestamp,
+        summary=summary,
+        keywords=keywords,
+        source_ids=(old.id, new.id),
+    )
+    state = build(old, new, digest)
+    state = state.model_copy(update={"views": {**state.views, digest.id: View.DETAIL}})
+    intent = "What is my locker code now?"
+    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
+    assert f'id="{digest.id}"' in xml and "Q4-8830" in xml
+    given = str(json.loads(baseline_worker(xml, intent, final=True))["data"]["answer"])
+    assert "Q4-8830" in given and "K7-2291" in given
+    assert given.index("Q4-8830") < given.index("K7-2291")
+
+
+def test_an_earlier_answer_folded_into_a_digest_is_no_evidence() -> None:
+    """P7, P10: an answer that restated the old value, folded with later turns into a digest (whose
+    timestamp is its latest source's), is still an answer there: it keeps its citation and never
+    outranks the turn with the update. Before, the digest dropped the citation, and the old value,
+    dated by the digest, answered first."""
+    update = OriginalPage(
+        id=pid(1),
+        depth=1,
+        timestamp=T0,
+        summary="Update: my locker code is now Q4-8830, the old one stopped working.",
+        content="Update: my locker code is now Q4-8830, the old one stopped working.",
+        origin=Origin.HISTORY,
+    )
+    echo_text = "assistant: user: By the way, my locker code is K7-2291. [00000009]"
+    echo = update.model_copy(
+        update={
+            "id": pid(2),
+            "timestamp": T0 + timedelta(minutes=1),
+            "summary": echo_text,
+            "content": echo_text,
+        }
+    )
+    later = update.model_copy(
+        update={
+            "id": pid(3),
+            "timestamp": T0 + timedelta(minutes=2),
+            "summary": "Day 121: I walked 3 km by the river.",
+            "content": "Day 121: I walked 3 km by the river.",
+        }
+    )
+    summary, keywords = consolidate([echo, later])
+    assert "K7-2291.… [00000009] |" in summary
+    digest = ConsolidatedPage(
+        id=pid(4),
+        depth=0,
+        timestamp=later.timestamp,
+        summary=summary,
+        keywords=keywords,
+        source_ids=(echo.id, later.id),
+    )
+    state = build(update, echo, later, digest)
+    state = state.model_copy(
+        update={"views": {**state.views, update.id: View.DETAIL, digest.id: View.DETAIL}}
+    )
+    intent = "What is my locker code now?"
+    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
+    given = str(json.loads(baseline_worker(xml, intent, final=True))["data"]["answer"])
+    assert given.startswith("Update: my locker code is now Q4-8830")
+    assert "K7-2291" not in given

@@ -12,8 +12,10 @@ relevant is left to zoom into (or on the last round) it answers with the sentenc
 evidence that cover the intent best, citing page ids. Its output is a v2.2 envelope that the host
 parses with the protocol grammar like any model's.
 
-Consolidator: a summary of pages made of each source's lead sentence plus every identifier the
-sources name (a summary that drops identifiers is a Payload Error, P10), keywords by consensus.
+Consolidator: a summary of pages made of each source's lead sentence (an earlier answer's lead
+with the page ids it cited, so the digest still marks it as no evidence) plus every identifier
+the sources name (a summary that drops identifiers is a Payload Error, P10), keywords by
+consensus.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ EXPLORE_AT = 0.15
 MAX_CONSULTS = 3
 MAX_SHELVES = 2
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_LEADS = re.compile(r"\s+\|\s+")  # a digest joins its sources' leads, oldest first (`consolidate`)
 
 
 def _flatten(nodes: Sequence[ContextNode], out: list[ContextNode]) -> list[ContextNode]:
@@ -79,6 +82,7 @@ def _coverage(text: str, focus: set[str]) -> float:
 
 
 _CITES = re.compile(r"\[[0-9a-f]{4,64}\](?:\s|$)")  # a page cited the way this worker's answers cite
+_CITED = re.compile(r"\[[0-9a-f]{4,64}\](?=\s|$)")
 _VALUE = re.compile(r"\b(?:[A-Z][\w-]*|\w*\d[\w:.-]*)")
 
 
@@ -89,38 +93,53 @@ def _names_a_value(sentence: str, intent: str) -> bool:
     return any(v.lower() not in asked for v in _VALUE.findall(body))
 
 
+def _statements(node: ContextNode) -> list[str]:
+    """A Detail node's sentences that can be evidence, in the order they were said. An earlier
+    answer (it cites pages) restates evidence and is none itself: a turn that cites, or in a
+    Consolidated digest the lead of one (`consolidate` keeps its citations)."""
+    content = node.content or ""
+    if node.type is PageType.CONSOLIDATED:
+        pieces = [piece for piece in _LEADS.split(content) if not _CITES.search(piece)]
+    else:
+        pieces = [] if _CITES.search(content) else [content]
+    return [sentence for piece in pieces for sentence in _SENTENCE.split(piece)]
+
+
 def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tuple[str, list[str]]:
     """The three sentences of the shown evidence that answer best: most of the focus covered, then
     naming a value the intent does not (a name, a number), then the latest (P7: a fact stated
-    again later wins), then page order. The question itself, other questions (while a statement
-    is shown) and a sentence already picked are not evidence."""
-    scored: list[tuple[float, bool, float, str, str]] = []
+    again later wins), then page order. A page's sentences share its timestamp, so among them the
+    later one is the later statement: a turn's text runs forward, and a Consolidated digest lists
+    its sources oldest first (an update it folded in outranks the value it replaced). The
+    question itself, other questions (while a statement is shown) and a sentence already picked
+    are not evidence."""
+    scored: list[tuple[float, bool, float, int, str, str]] = []
     for node in nodes:
-        if node.view is not View.DETAIL or node.content is None or _CITES.search(node.content):
-            continue  # an earlier answer (it cites pages) restates evidence; it is none itself
-        for sentence in _SENTENCE.split(node.content):
+        if node.view is not View.DETAIL or node.content is None:
+            continue
+        moment = node.timestamp.timestamp()
+        for place, sentence in enumerate(_statements(node)):
             cover = _coverage(sentence, focus)
             if cover > 0:
                 text = sentence.strip()
-                moment = node.timestamp.timestamp()
-                scored.append((cover, _names_a_value(text, intent), moment, node.id, text))
+                scored.append((cover, _names_a_value(text, intent), moment, place, node.id, text))
     asked = " ".join(intent.split()).casefold()
     # not the question (a turn in Detail starts with its speaker: "user: <the question>")
-    scored = [item for item in scored if not " ".join(item[4].split()).casefold().endswith(asked)]
+    scored = [item for item in scored if not " ".join(item[5].split()).casefold().endswith(asked)]
     if any(
-        not item[4].endswith("?") for item in scored
+        not item[5].endswith("?") for item in scored
     ):  # a question answers nothing while a statement is shown
-        scored = [item for item in scored if not item[4].endswith("?")]
-    scored.sort(key=lambda item: (-item[0], not item[1], -item[2], item[3], item[4]))
-    picked: list[tuple[float, bool, float, str, str]] = []
+        scored = [item for item in scored if not item[5].endswith("?")]
+    scored.sort(key=lambda item: (-item[0], not item[1], -item[2], item[4], -item[3], item[5]))
+    picked: list[tuple[float, bool, float, int, str, str]] = []
     for item in scored:  # a sentence said twice (an echo, a repeat) is given once: its latest
-        if all(item[4] != kept[4] for kept in picked):
+        if all(item[5] != kept[5] for kept in picked):
             picked.append(item)
         if len(picked) == 3:
             break
     if not picked:
         return "", []
-    return " ".join(f"{s} [{pid}]" for *_, pid, s in picked), sorted({item[3] for item in picked})
+    return " ".join(f"{s} [{pid}]" for *_, pid, s in picked), sorted({item[4] for item in picked})
 
 
 def baseline_worker(
@@ -205,7 +224,10 @@ def consolidate(pages: Sequence[Page]) -> tuple[str, tuple[str, ...]]:
     names: dict[str, None] = {}
     for page in pages:
         text = getattr(page, "content", "") or page.summary
-        leads.append(lead(page.summary or text))
+        # an earlier answer stays one in the digest (a digest's own lead is a statement it holds)
+        answer = page.type is PageType.ORIGINAL
+        cited = " ".join(dict.fromkeys(_CITED.findall(text))) if answer else ""
+        leads.append(f"{lead(page.summary or text)} {cited}".strip())
         for name in code_identifiers(page.summary + "\n" + text):
             names.setdefault(name, None)
     summary = " | ".join(dict.fromkeys(x for x in leads if x))
