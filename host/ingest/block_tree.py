@@ -69,8 +69,8 @@ class BlockTree:
             current = posixpath.dirname(current)
 
     @staticmethod
-    def file_block(meta: FileMeta) -> PBlock:
-        """A file: structured, its chunks as children."""
+    def file_block(meta: FileMeta, children: Sequence[str] | None = None) -> PBlock:
+        """A file: structured, its chunks as children (`children`: their handles, when known)."""
         return PBlock(
             handle=BlockTree.file_handle(meta.path),
             kind=PBlockKind.FILE,
@@ -79,7 +79,7 @@ class BlockTree:
             title=meta.path,
             content_hash=meta.sha256,
             tokens=meta.tokens,
-            children=tuple(chunk_handle(c) for c in meta.chunk_ids),
+            children=tuple(children) if children is not None else tuple(map(chunk_handle, meta.chunk_ids)),
         )
 
     @staticmethod
