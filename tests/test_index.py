@@ -136,6 +136,37 @@ def test_first_update_indexes_code_files_and_honours_gitignore(index: Index, rep
     assert report.languages["python"].files == 4 and report.languages["go"].files == 1
 
 
+def test_an_update_runs_the_collector_rarely_and_puts_its_thresholds_back(index: Index, repo: Path) -> None:
+    """S1 (issue 20 item 2): while an update writes, Python's gc thresholds are the update's
+    (`few_collections`); after it, and after one that fails midway, they are what they were."""
+    import gc
+
+    seen: list[tuple[int, int, int]] = []
+    hook = index_module.FileHook(
+        derive=derive_nothing, collect=lambda path, stamp, part: seen.append(gc.get_threshold())
+    )
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        index.update([repo], hook=hook)
+        assert seen and set(seen) == {index_module._FEW_COLLECTIONS}
+        assert gc.get_threshold() == (700, 10, 10)
+        (repo / "app" / "helpers.py").write_text("def changed():\n    return 2\n")
+
+        def fail(path: str, stamp: str, part: object) -> None:
+            raise RuntimeError("collect failed")
+
+        with pytest.raises(RuntimeError, match="collect failed"):
+            index.update([repo], hook=index_module.FileHook(derive=derive_nothing, collect=fail))
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+def derive_nothing(path: str, chunks: object) -> str:
+    return path
+
+
 def test_rerun_is_a_no_op(index: Index, repo: Path) -> None:
     """S1: an unchanged tree re-parses nothing (not even reads the files)."""
     first = index.update([repo])
