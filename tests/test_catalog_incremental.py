@@ -263,6 +263,36 @@ def test_splicing_postings_equals_inverting_them() -> None:
         assert ours.tolist() == theirs.tolist()
 
 
+ROW_NAMES = st.sampled_from(["get", "set", "x", "http", "parse", "value", "Cls.m"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(files=st.lists(st.lists(st.lists(ROW_NAMES, max_size=6), max_size=4), max_size=5))
+def test_packed_rows_hold_the_counts_of_each_row_in_order(files: list[list[list[str]]]) -> None:
+    """Issue 20 item 2 (S5 L0): a file part's rows, packed (`postings.Rows`), give each row's names
+    with their counts in order of first appearance, as `dict(Counter(row))`; the names of a file in
+    order of first appearance over its rows; the same after a pickle (how a part leaves a worker);
+    and rows joined over files give every file's rows in turn, with ids from any vocabulary."""
+    import pickle
+    from collections import Counter
+
+    packed = [postings.Rows.counted(rows) for rows in files]
+    for rows, part in zip(files, packed, strict=True):
+        assert part.mappings() == [dict(Counter(row)) for row in rows]
+        assert part.names == list(dict.fromkeys(name for row in rows for name in row))
+        again = pickle.loads(pickle.dumps(part))
+        assert again.mappings() == part.mappings() and again.names == part.names
+        assert again.sums().tolist() == [len(row) for row in rows]
+    joined = postings.Rows.joined(packed)
+    assert joined.mappings() == [dict(Counter(row)) for rows in files for row in rows]
+    vocabulary = {
+        name: 10 + i for i, name in enumerate(["Cls.m", "get", "http", "parse", "set", "value", "x"])
+    }
+    flat = [vocabulary[name] for rows in files for row in rows for name in dict.fromkeys(row)]
+    assert joined.ids(vocabulary).tolist() == flat
+    assert postings.Rows.listed([["a", "b"], []]).lists() == [["a", "b"], []]
+
+
 def test_parts_made_by_the_parsing_workers_build_the_same_catalog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -107,8 +107,8 @@ def test_a_file_part_keeps_each_symbol_once_in_order() -> None:
     unsorted = file_part(
         "a.py", "", [record | {"symbols_referenced": ["b", "a", "b"], "symbols_defined": []}]
     )
-    assert (given_sorted.refs, given_sorted.defined) == ([["a", "b"]], [["f"]])
-    assert (unsorted.refs, unsorted.defined) == ([["a", "b"]], [[]])
+    assert (given_sorted.refs.lists(), given_sorted.defined.lists()) == ([["a", "b"]], [["f"]])
+    assert (unsorted.refs.lists(), unsorted.defined.lists()) == ([["a", "b"]], [[]])
 
 
 def test_catalog_holds_every_chunk_and_the_symbol_graph(index: Index) -> None:

@@ -39,7 +39,6 @@ import shutil
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -53,7 +52,15 @@ from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.file_role import FileRole, file_role
 from pagedctx.host.ingest.index import FILES, FileHook, Index
 from pagedctx.host.ingest.meta import stamp_role
-from pagedctx.host.select.postings import Field, Postings, Run, ptr_of, splice_forward, splice_small_enough
+from pagedctx.host.select.postings import (
+    Field,
+    Postings,
+    Rows,
+    Run,
+    ptr_of,
+    splice_forward,
+    splice_small_enough,
+)
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import default_home
 from pagedctx.host.text.terms import terms, word_terms
@@ -135,10 +142,10 @@ class FilePart:
     start: list[int]
     end: list[int]
     parent: list[int]  # index of the enclosing chunk within the file, -1 for none
-    head: list[dict[str, int]]  # per chunk: its head terms -> frequency, in order of first appearance
-    body: list[dict[str, int]]  # the same for the identifiers its body mentions
-    refs: list[list[str]]  # symbols referenced, sorted, unique
-    defined: list[list[str]]  # symbols defined, sorted, unique
+    head: Rows  # per chunk: its head terms with their frequencies, in order of first appearance
+    body: Rows  # the same for the identifiers its body mentions
+    refs: Rows  # per chunk: the symbols it references, sorted, unique
+    defined: Rows  # the symbols it defines, sorted, unique
 
 
 def _stamp_tokens(stamp: str) -> int:
@@ -168,10 +175,10 @@ def file_part(path: str, stamp: str, chunks: Iterable[Mapping[str, Any]]) -> Fil
         start=[int(c["start_line"]) for c in records],
         end=[int(c["end_line"]) for c in records],
         parent=[local.get(c["parent"], -1) if c.get("parent") else -1 for c in records],
-        head=[dict(Counter(head_terms(c["name"], c["qualname"], path, c["skeleton"]))) for c in records],
-        body=[dict(Counter(identifier_terms(c.get("symbols_referenced", ())))) for c in records],
-        refs=[_sorted_unique(c.get("symbols_referenced", ())) for c in records],
-        defined=[_sorted_unique(c.get("symbols_defined", ())) for c in records],
+        head=Rows.counted(head_terms(c["name"], c["qualname"], path, c["skeleton"]) for c in records),
+        body=Rows.counted(identifier_terms(c.get("symbols_referenced", ())) for c in records),
+        refs=Rows.listed([_sorted_unique(c.get("symbols_referenced", ())) for c in records]),
+        defined=Rows.listed([_sorted_unique(c.get("symbols_defined", ())) for c in records]),
     )
 
 
@@ -209,6 +216,10 @@ def merge_parts(parts: list[FilePart]) -> FilePart:
         within = parts[k].parent[j]
         return local[parts[k].qualnames[within]] if within >= 0 else -1
 
+    def rows_of(name: str) -> Rows:
+        each = [getattr(part, name).mappings() for part in parts]
+        return Rows.of([each[k][j] for _, k, j in rows])
+
     first = parts[0]
     return FilePart(
         path=first.path,
@@ -220,10 +231,10 @@ def merge_parts(parts: list[FilePart]) -> FilePart:
         start=[parts[k].start[j] for _, k, j in rows],
         end=[parts[k].end[j] for _, k, j in rows],
         parent=[parent(k, j) for _, k, j in rows],
-        head=[parts[k].head[j] for _, k, j in rows],
-        body=[parts[k].body[j] for _, k, j in rows],
-        refs=[parts[k].refs[j] for _, k, j in rows],
-        defined=[parts[k].defined[j] for _, k, j in rows],
+        head=rows_of("head"),
+        body=rows_of("body"),
+        refs=rows_of("refs"),
+        defined=rows_of("defined"),
     )
 
 
@@ -279,7 +290,10 @@ class _Vocabulary:
         known: dict[str, int] = {}
         fresh: list[str] = []
         base = len(self.names)
-        for name in dict.fromkeys(new_names):
+        if not base:  # a first build: every name is new, in order of first appearance
+            fresh = list(dict.fromkeys(new_names))
+            known = dict(zip(fresh, range(len(fresh)), strict=True))
+        for name in dict.fromkeys(new_names) if base else ():
             found = self.get(name)
             if found is None:
                 found = base + len(fresh)
@@ -557,25 +571,14 @@ def _empty(instance: str = "", generation: int = 0, base: str = "") -> Catalog:
 # --- deltas -------------------------------------------------------------------------------------
 
 
-def _forward_terms(
-    ids: Mapping[str, int], documents: list[dict[str, int]]
-) -> tuple[PtrArray, IntArray, IntArray, IntArray]:
+def _forward_terms(ids: Mapping[str, int], documents: Rows) -> tuple[PtrArray, IntArray, IntArray, IntArray]:
     """(ptr, term ids, frequencies, lengths) of some rows' counted terms (each row's distinct terms
     in order of first appearance)."""
-    flat = [ids[t] for document in documents for t in document]
-    freqs = [f for document in documents for f in document.values()]
-    return (
-        ptr_of([len(document) for document in documents]),
-        np.array(flat, dtype=np.int32),
-        np.array(freqs, dtype=np.int32),
-        np.array([sum(document.values()) for document in documents], dtype=np.int32),
-    )
+    return documents.ptr, documents.ids(ids), documents.counts, documents.sums()
 
 
-def _forward_symbols(ids: Mapping[str, int], lists: list[list[str]]) -> tuple[PtrArray, IntArray]:
-    return ptr_of([len(names) for names in lists]), np.array(
-        [ids[n] for names in lists for n in names], dtype=np.int32
-    )
+def _forward_symbols(ids: Mapping[str, int], lists: Rows) -> tuple[PtrArray, IntArray]:
+    return lists.ptr, lists.ids(ids)
 
 
 def _gather(ptr: PtrArray, flat: npt.NDArray[Any], ranges: list[tuple[int, int]]) -> npt.NDArray[Any]:
@@ -604,10 +607,10 @@ def _joined_parts(parts: Sequence[FilePart]) -> FilePart:
         start=[n for p in parts for n in p.start],
         end=[n for p in parts for n in p.end],
         parent=parent,
-        head=[d for p in parts for d in p.head],
-        body=[d for p in parts for d in p.body],
-        refs=[r for p in parts for r in p.refs],
-        defined=[d for p in parts for d in p.defined],
+        head=Rows.joined([p.head for p in parts]),
+        body=Rows.joined([p.body for p in parts]),
+        refs=Rows.joined([p.refs for p in parts]),
+        defined=Rows.joined([p.defined for p in parts]),
     )
 
 
@@ -841,10 +844,10 @@ class _Delta:
     def result(self, generation: int) -> Catalog:
         old, new_parts = self.old, self._new_parts()
         symbols, symbol_ids = old.symbol_names.grown(
-            n for part in new_parts for names in (*part.refs, *part.defined) for n in names
+            chain.from_iterable(names for p in new_parts for names in (p.refs.names, p.defined.names))
         )
-        head_terms, head_ids = old.head_terms.grown(t for p in new_parts for doc in p.head for t in doc)
-        body_terms, body_ids = old.body_terms.grown(t for p in new_parts for doc in p.body for t in doc)
+        head_terms, head_ids = old.head_terms.grown(chain.from_iterable(p.head.names for p in new_parts))
+        body_terms, body_ids = old.body_terms.grown(chain.from_iterable(p.body.names for p in new_parts))
         catalog = Catalog(
             instance=old.instance,
             generation=generation,
