@@ -187,6 +187,17 @@ class Rows:
     def __len__(self) -> int:
         return len(self.ptr) - 1
 
+    def __eq__(self, other: object) -> bool:
+        """The same names in the same order, and the same rows."""
+        if not isinstance(other, Rows):
+            return NotImplemented
+        return self.names == other.names and all(
+            np.array_equal(mine, theirs)
+            for mine, theirs in ((self.ptr, other.ptr), (self.keys, other.keys), (self.counts, other.counts))
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable arrays inside
+
     def mappings(self) -> list[dict[str, int]]:
         """Each row as name -> count, in the row's order."""
         names, keys, counts, ptr = self.names, self.keys.tolist(), self.counts.tolist(), self.ptr.tolist()
