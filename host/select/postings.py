@@ -173,15 +173,15 @@ class Rows:
         return cls.of([dict.fromkeys(row, 1) for row in rows])
 
     @classmethod
-    def of(cls, rows: Sequence[Mapping[str, int]]) -> Rows:
+    def of(cls, rows: Sequence[dict[str, int]]) -> Rows:
         flat = list(chain.from_iterable(rows))
         names = list(dict.fromkeys(flat))
-        index = {name: i for i, name in enumerate(names)}
+        index = dict(zip(names, range(len(names)), strict=True))
         return cls(
             names,
-            ptr_of([len(row) for row in rows]),
-            np.array([index[name] for name in flat], dtype=np.int32),
-            np.fromiter(chain.from_iterable(row.values() for row in rows), dtype=np.int32, count=len(flat)),
+            ptr_of(list(map(len, rows))),
+            np.fromiter(map(index.__getitem__, flat), dtype=np.int32, count=len(flat)),
+            np.fromiter(chain.from_iterable(map(dict.values, rows)), dtype=np.int32, count=len(flat)),
         )
 
     def __len__(self) -> int:
