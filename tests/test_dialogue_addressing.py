@@ -18,12 +18,13 @@ import pytest
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.roles.router import address, with_replies
+from pagedctx.host.roles.router import _history_turns, _sittings, _with_sittings, address, with_replies
 from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import ConsolidatedPage, PageType, View
 from pagedctx.protocol.budget import Budget, BudgetShares
 from pagedctx.protocol.parse import parse_document
@@ -461,3 +462,40 @@ def test_a_turn_after_a_question_is_no_reply_when_its_speaker_asked_or_it_came_l
         pid for pid, page in prepared.state.pages.items() if getattr(page, "content", "").endswith("summit.")
     )
     assert with_replies(prepared.state, {statement: 0.6}, lambda pid: 1.0) == {statement: 0.6}
+
+
+def test_turns_found_in_a_sitting_that_covers_the_question_rise(tmp_path: Path) -> None:
+    """Issue 19 item 2, P8: turns found in one sitting (turns under 6 hours apart) whose found turns
+    together cover the focus rise by `SITTING` (half) times that cover, each term weighted by
+    rarity; a turn found alone in its sitting keeps its relevance; nothing new is brought in."""
+    path = _write(tmp_path / "d.jsonl", _turns(random.Random(8), sessions=3))
+    prepared = prepare(
+        SessionInputs(dialogues=(path,)),
+        intent="charity shelter",
+        budget=Budget(total=1000),
+        counter=COUNTER,
+        now=T0,
+    )
+    state = prepared.state
+    turns = _history_turns(state)
+    sittings = _sittings(state, turns)
+    assert [len(s) for s in sittings] == [11, 11, 11]
+    (a, b, *_), (c, d, *_), (e, *_) = sittings
+    search = PageSearch()
+    for pid, words in (
+        (a, ["charity"]),
+        (b, ["shelter"]),
+        (c, ["shelter"]),
+        (d, ["shelter"]),
+        (e, ["charity"]),
+    ):
+        search.add(pid, words)
+    weights = {"charity": 1.0, "shelter": 1.0}
+    combined = {a: 0.4, b: 0.4, c: 0.4, d: 0.2, e: 0.4}
+    assert _with_sittings(state, combined, search, weights, turns) == {
+        a: 0.6,
+        b: 0.6,
+        c: 0.5,
+        d: 0.25,
+        e: 0.4,
+    }

@@ -6,7 +6,8 @@ latest input, already scaffolded), then:
 2. precision against summaries: each recalled page is re-scored by how much of the focus its
    summary and keywords cover (each term weighted by its rarity), scaled down for a page that says
    little, up for a turn by a speaker the focus names; the other speaker's reply to a recalled turn
-   that asks gets part of its relevance (`with_replies`); within `hot_ratio` of the best and among
+   that asks gets part of its relevance (`with_replies`), and turns found in a sitting whose found
+   turns together cover much of the focus rise a little; within `hot_ratio` of the best and among
    the first `max_hot` it is Hot (injected in Detail), the next `max_indexed` are Indexed (shown
    as their summary);
 3. physical addressing: the blocks the session was given are searched with the keywords (P16);
@@ -61,6 +62,7 @@ HOT_NODE_TOKENS = 22  # a dense <Node> around a page's text, about
 NEIGHBOUR = 0.25  # of a turn's relevance its neighbours get
 ANSWER = 0.5  # of a recalled turn's relevance the reply to its question gets
 REPLY_WITHIN = timedelta(hours=6)  # a turn said later than this after a question is not its reply
+SITTING = 0.5  # turns found in a sitting that covers the whole focus rise by this share
 INFORMATIVE_TERMS = 12  # distinct terms from which a page counts as saying something in full
 DEFAULT_MAX_HOT = 6
 
@@ -231,6 +233,47 @@ def with_replies(
     return out
 
 
+def _sittings(state: SessionState, turns: Sequence[str]) -> list[list[str]]:
+    """The turns in sittings: a turn said more than `REPLY_WITHIN` after the one before starts one."""
+    pages = state.pages
+    sittings: list[list[str]] = []
+    last: datetime | None = None
+    for pid in turns:
+        said = pages[pid].timestamp
+        if last is None or said - last > REPLY_WITHIN:
+            sittings.append([])
+        sittings[-1].append(pid)
+        last = said
+    return sittings
+
+
+def _with_sittings(
+    state: SessionState,
+    combined: dict[str, float],
+    search: PageSearch,
+    weights: dict[str, float],
+    turns: Sequence[str],
+) -> dict[str, float]:
+    """Turns recalled in a sitting whose recalled turns together cover much of the focus rise by up
+    to `SITTING` (times that cover, terms weighted by rarity): a question about one occasion ("the
+    charity run for the shelter last spring") is answered where the talk was about it, its words
+    spread over several turns, more often than by a lone turn naming one of them elsewhere. Only
+    what addressing recalled is reordered; a sitting with one turn recalled gains nothing."""
+    whole = sum(weights.values())
+    if not whole or not combined:
+        return combined
+    out = dict(combined)
+    for sitting in _sittings(state, turns):
+        found = [pid for pid in sitting if pid in combined]
+        if len(found) < 2:
+            continue
+        held = {term for pid in found for term in search.terms_of(pid)}
+        cover = sum(w for t, w in weights.items() if t in held) / whole
+        for pid in found:
+            out[pid] = round(combined[pid] * (1 + SITTING * cover), 6)
+    return out
+
+
 def _term_weights(search: PageSearch, keywords: Sequence[str]) -> dict[str, float]:
     """Each focus term's weight: how rare it is among the pages (inverse document frequency)."""
     total = len(search)
@@ -337,6 +380,7 @@ def address(
     turns = _history_turns(state)
     combined = with_replies(state, combined, lambda pid: _informativeness(search, pid), turns)
     combined = _with_neighbours(state, combined, lambda pid: _informativeness(search, pid), turns)
+    combined = _with_sittings(state, combined, search, weights, turns)
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
