@@ -163,6 +163,22 @@ def test_an_update_runs_the_collector_rarely_and_puts_its_thresholds_back(index:
         gc.set_threshold(*before)
 
 
+def test_an_update_of_many_files_ends_with_one_full_collection(
+    index: Index, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S1 (issue 20 item 2): an update that parsed many files (as many as start the workers)
+    collects once at its end, so the collections it put off do not fall on the next look-up; a
+    one-file update does not."""
+    calls: list[int] = []
+    monkeypatch.setattr(analyse_module, "PARALLEL_MIN_FILES", 5)
+    monkeypatch.setattr(index_module.gc, "collect", lambda *generation: calls.append(1) or 0)
+    assert len(index.update([repo]).parsed) == 5
+    assert calls == [1]
+    (repo / "app" / "helpers.py").write_text("def changed():\n    return 2\n")
+    assert index.update([repo]).parsed == ["app/helpers.py"]
+    assert calls == [1]
+
+
 def derive_nothing(path: str, chunks: object) -> str:
     return path
 

@@ -133,7 +133,9 @@ def few_collections() -> Iterator[None]:
     thousands (records, catalog parts), and at Python's default of a young collection every 700
     allocations a first index of Django spent ~0.5 CPU s per process in collections that found
     nothing. Memory is still freed by reference counting; cycles wait for a later collection. The
-    thresholds are the process's: they are put back as they were when the update ends."""
+    thresholds are the process's: they are put back as they were when the update ends. An update
+    that parsed many files ends with one full collection (~0.1 s at Django's size), or the
+    collections it put off would fall on the next look-ups (a no-op update, a select)."""
     before = gc.get_threshold()
     gc.set_threshold(*_FEW_COLLECTIONS)
     try:
@@ -620,6 +622,8 @@ class _Updater:  # one update; split from Index so the look-up API stays small
         self._record_skipped(tally.skipped, report)
         self._backfill_units()
         self._write_tree(plan, tally.new_fast, gone, report)
+        if len(changed) >= analyse.PARALLEL_MIN_FILES:  # see `few_collections`
+            gc.collect()
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
