@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -139,8 +140,6 @@ def test_first_update_indexes_code_files_and_honours_gitignore(index: Index, rep
 def test_an_update_runs_the_collector_rarely_and_puts_its_thresholds_back(index: Index, repo: Path) -> None:
     """S1 (issue 20 item 2): while an update writes, Python's gc thresholds are the update's
     (`few_collections`); after it, and after one that fails midway, they are what they were."""
-    import gc
-
     seen: list[tuple[int, int, int]] = []
     hook = index_module.FileHook(
         derive=derive_nothing, collect=lambda path, stamp, part: seen.append(gc.get_threshold())
@@ -170,8 +169,13 @@ def test_an_update_of_many_files_ends_with_one_full_collection(
     collects once at its end, so the collections it put off do not fall on the next look-up; a
     one-file update does not."""
     calls: list[int] = []
+
+    def collect(*generation: int) -> int:
+        calls.append(1)
+        return 0
+
     monkeypatch.setattr(analyse_module, "PARALLEL_MIN_FILES", 5)
-    monkeypatch.setattr(index_module.gc, "collect", lambda *generation: calls.append(1) or 0)
+    monkeypatch.setattr(gc, "collect", collect)
     assert len(index.update([repo]).parsed) == 5
     assert calls == [1]
     (repo / "app" / "helpers.py").write_text("def changed():\n    return 2\n")
