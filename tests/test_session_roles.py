@@ -42,41 +42,49 @@ def test_the_latest_statement_of_a_fact_answers_first() -> None:
     assert given.startswith("Staging listens on port 9090. [00000003]")
 
 
+def turn(n: int, text: str, minutes: int) -> OriginalPage:
+    """Turn `n` saying `text`, `minutes` after T0."""
+    return OriginalPage(
+        id=pid(n),
+        depth=1,
+        timestamp=T0 + timedelta(minutes=minutes),
+        summary=text,
+        content=text,
+        origin=Origin.HISTORY,
+    )
+
+
+def final_answer(intent: str, *pages: OriginalPage, digest: tuple[int, list[OriginalPage]]) -> str:
+    """The final answer over `pages` and a baseline digest (id, its sources), the digest and every
+    page not folded into it in Detail."""
+    number, sources = digest
+    summary, keywords = consolidate(sources)
+    folded = ConsolidatedPage(
+        id=pid(number),
+        depth=0,
+        timestamp=max(p.timestamp for p in sources),
+        summary=summary,
+        keywords=keywords,
+        source_ids=tuple(p.id for p in sources),
+    )
+    state = build(*pages, folded)
+    shown = {p.id: View.DETAIL for p in pages if p not in sources} | {folded.id: View.DETAIL}
+    state = state.model_copy(update={"views": {**state.views, **shown}})
+    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
+    assert f'id="{folded.id}"' in xml
+    return str(json.loads(baseline_worker(xml, intent, final=True))["data"]["answer"])
+
+
+OLD = "By the way, my locker code is K7-2291."
+UPDATE = "Update: my locker code is now Q4-8830, the old one stopped working."
+
+
 def test_a_digest_gives_its_latest_statement_first() -> None:
     """P7: a Consolidated digest lists its sources in time order, so of two statements in it that
     answer alike the later one answers first (they share the digest's one timestamp; the order of
     their text decided before, and "By the way..." sorted before "Update...")."""
-    old = OriginalPage(
-        id=pid(1),
-        depth=1,
-        timestamp=T0,
-        summary="By the way, my locker code is K7-2291.",
-        content="By the way, my locker code is K7-2291.",
-        origin=Origin.HISTORY,
-    )
-    new = old.model_copy(
-        update={
-            "id": pid(2),
-            "timestamp": T0 + timedelta(days=3),
-            "summary": "Update: my locker code is now Q4-8830, the old one stopped working.",
-            "content": "Update: my locker code is now Q4-8830, the old one stopped working.",
-        }
-    )
-    summary, keywords = consolidate([old, new])
-    digest = ConsolidatedPage(
-        id=pid(3),
-        depth=0,
-        timestamp=new.timestamp,
-        summary=summary,
-        keywords=keywords,
-        source_ids=(old.id, new.id),
-    )
-    state = build(old, new, digest)
-    state = state.model_copy(update={"views": {**state.views, digest.id: View.DETAIL}})
-    intent = "What is my locker code now?"
-    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
-    assert f'id="{digest.id}"' in xml and "Q4-8830" in xml
-    given = str(json.loads(baseline_worker(xml, intent, final=True))["data"]["answer"])
+    old, new = turn(1, OLD, 0), turn(2, UPDATE, 3 * 24 * 60)
+    given = final_answer("What is my locker code now?", old, new, digest=(3, [old, new]))
     assert "Q4-8830" in given and "K7-2291" in given
     assert given.index("Q4-8830") < given.index("K7-2291")
 
@@ -86,47 +94,10 @@ def test_an_earlier_answer_folded_into_a_digest_is_no_evidence() -> None:
     timestamp is its latest source's), is still an answer there: it keeps its citation and never
     outranks the turn with the update. Before, the digest dropped the citation, and the old value,
     dated by the digest, answered first."""
-    update = OriginalPage(
-        id=pid(1),
-        depth=1,
-        timestamp=T0,
-        summary="Update: my locker code is now Q4-8830, the old one stopped working.",
-        content="Update: my locker code is now Q4-8830, the old one stopped working.",
-        origin=Origin.HISTORY,
-    )
-    echo_text = "assistant: user: By the way, my locker code is K7-2291. [00000009]"
-    echo = update.model_copy(
-        update={
-            "id": pid(2),
-            "timestamp": T0 + timedelta(minutes=1),
-            "summary": echo_text,
-            "content": echo_text,
-        }
-    )
-    later = update.model_copy(
-        update={
-            "id": pid(3),
-            "timestamp": T0 + timedelta(minutes=2),
-            "summary": "Day 121: I walked 3 km by the river.",
-            "content": "Day 121: I walked 3 km by the river.",
-        }
-    )
-    summary, keywords = consolidate([echo, later])
-    assert "K7-2291.… [00000009] |" in summary
-    digest = ConsolidatedPage(
-        id=pid(4),
-        depth=0,
-        timestamp=later.timestamp,
-        summary=summary,
-        keywords=keywords,
-        source_ids=(echo.id, later.id),
-    )
-    state = build(update, echo, later, digest)
-    state = state.model_copy(
-        update={"views": {**state.views, update.id: View.DETAIL, digest.id: View.DETAIL}}
-    )
-    intent = "What is my locker code now?"
-    xml = render_state(state, current_time=T0 + timedelta(days=30), query=intent)
-    given = str(json.loads(baseline_worker(xml, intent, final=True))["data"]["answer"])
+    update = turn(1, UPDATE, 0)
+    echo = turn(2, f"assistant: user: {OLD} [00000009]", 1)
+    later = turn(3, "Day 121: I walked 3 km by the river.", 2)
+    assert "K7-2291.… [00000009] |" in consolidate([echo, later])[0]
+    given = final_answer("What is my locker code now?", update, echo, later, digest=(4, [echo, later]))
     assert given.startswith("Update: my locker code is now Q4-8830")
     assert "K7-2291" not in given
