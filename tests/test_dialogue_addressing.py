@@ -18,7 +18,7 @@ import pytest
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.roles.router import _history_turns, _sittings, _with_sittings, address, with_replies
+from pagedctx.host.roles.router import _sittings, _Timeline, _with_sittings, address, with_replies
 from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
@@ -476,11 +476,11 @@ def test_turns_found_in_a_sitting_that_covers_the_question_rise(tmp_path: Path) 
         counter=COUNTER,
         now=T0,
     )
-    state = prepared.state
-    turns = _history_turns(state)
-    sittings = _sittings(state, turns)
-    assert [len(s) for s in sittings] == [11, 11, 11]
-    (a, b, *_), (c, d, *_), (e, *_) = sittings
+    timeline = _Timeline.of(prepared.state)
+    starts = _sittings(timeline)
+    assert starts == [11, 22]
+    turns = timeline.turns
+    (a, b, *_), (c, d, *_), (e, *_) = turns[:11], turns[11:22], turns[22:]
     search = PageSearch()
     for pid, words in (
         (a, ["charity"]),
@@ -492,7 +492,7 @@ def test_turns_found_in_a_sitting_that_covers_the_question_rise(tmp_path: Path) 
         search.add(pid, words)
     weights = {"charity": 1.0, "shelter": 1.0}
     combined = {a: 0.4, b: 0.4, c: 0.4, d: 0.2, e: 0.4}
-    assert _with_sittings(state, combined, search, weights, turns) == {
+    assert _with_sittings(combined, search, weights, timeline) == {
         a: 0.6,
         b: 0.6,
         c: 0.5,

@@ -22,8 +22,11 @@ revealed in Summary. A plan is advice: a page a move cannot reach is skipped, ne
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -162,15 +165,15 @@ def _detail_tokens(page: OriginalPage | ConsolidatedPage) -> int:
 
 
 def _with_neighbours(
-    state: SessionState, combined: dict[str, float], informative: Callable[[str], float], turns: Sequence[str]
+    combined: dict[str, float], informative: Callable[[str], float], timeline: _Timeline
 ) -> dict[str, float]:
     """Each recalled turn of the history gets `NEIGHBOUR` of the relevance of the recalled turns next
     to it: an answer repeats little of the question it answers ("Yup, we did it yesterday! ... after
     the road trip"), and a reaction that repeats the words ("so much fun at the park!") points at
     the turn before it. A neighbour that says little (`informative`) gets little."""
+    turns, position = timeline.turns, timeline.position
     if len(turns) < 2 or not combined:
         return combined
-    position = {pid: n for n, pid in enumerate(turns)}
     out = dict(combined)
     for pid, value in combined.items():
         at = position.get(pid)
@@ -183,15 +186,24 @@ def _with_neighbours(
     return out
 
 
-def _history_turns(state: SessionState) -> list[str]:
-    """The turns of the history (Original History pages, not drafts) in the order they were said."""
-    pages = state.pages
-    turns = [
-        pid for pid, page in pages.items()
-        if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
-    ]  # fmt: skip
-    turns.sort(key=lambda pid: timeline_key(pages[pid].timestamp, pid))
-    return turns
+@dataclass(frozen=True)
+class _Timeline:
+    """The turns of the history (Original History pages, not drafts) in the order they were said:
+    their ids, when each was said (UTC, naive: `timeline_key`) and each id's position."""
+
+    turns: list[str]
+    said: list[datetime]
+    position: dict[str, int]
+
+    @classmethod
+    def of(cls, state: SessionState) -> _Timeline:
+        keyed = sorted(
+            timeline_key(page.timestamp, pid)
+            for pid, page in state.pages.items()
+            if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
+        )
+        turns = [pid for _, pid in keyed]
+        return cls(turns, [said for said, _ in keyed], {pid: n for n, pid in enumerate(turns)})
 
 
 def _asks(text: str) -> bool:
@@ -203,18 +215,18 @@ def with_replies(
     state: SessionState,
     combined: dict[str, float],
     informative: Callable[[str], float],
-    turns: Sequence[str] | None = None,
+    timeline: _Timeline | None = None,
 ) -> dict[str, float]:
     """The reply to a recalled turn that asks gets `ANSWER` of that turn's relevance, recalled or
     not: a question and its answer share the question's words, the answer rarely repeats them
     ("How long have you been married?" - "5 years already!"). The reply is the next turn of the
     history, by another speaker, within `REPLY_WITHIN`; one that says little (`informative`) gets
-    little. `turns`: `_history_turns(state)`, when the caller has it."""
+    little. `timeline`: `_Timeline.of(state)`, when the caller has it."""
     if not combined:
         return combined
     pages = state.pages
-    turns = _history_turns(state) if turns is None else turns
-    position = {pid: n for n, pid in enumerate(turns)}
+    timeline = _Timeline.of(state) if timeline is None else timeline
+    turns, position = timeline.turns, timeline.position
     out = dict(combined)
     for pid, value in combined.items():
         at = position.get(pid)
@@ -225,7 +237,7 @@ def with_replies(
         speaker, text = speaker_and_text(asked.content)
         if not _asks(text) or speaker_and_text(reply.content)[0] == speaker:
             continue
-        if reply.timestamp - asked.timestamp > REPLY_WITHIN:
+        if timeline.said[at + 1] - timeline.said[at] > REPLY_WITHIN:
             continue
         gained = round(ANSWER * value * informative(reply.id), 6)
         if gained > out.get(reply.id, 0.0):
@@ -233,26 +245,18 @@ def with_replies(
     return out
 
 
-def _sittings(state: SessionState, turns: Sequence[str]) -> list[list[str]]:
-    """The turns in sittings: a turn said more than `REPLY_WITHIN` after the one before starts one."""
-    pages = state.pages
-    sittings: list[list[str]] = []
-    last: datetime | None = None
-    for pid in turns:
-        said = pages[pid].timestamp
-        if last is None or said - last > REPLY_WITHIN:
-            sittings.append([])
-        sittings[-1].append(pid)
-        last = said
-    return sittings
+def _sittings(timeline: _Timeline) -> list[int]:
+    """Where sittings start: the positions of the turns said more than `REPLY_WITHIN` after the turn
+    before (a turn's sitting is the number of starts at or before its position)."""
+    said = timeline.said
+    return [n for n, (before, turn) in enumerate(pairwise(said), 1) if turn - before > REPLY_WITHIN]
 
 
 def _with_sittings(
-    state: SessionState,
     combined: dict[str, float],
     search: PageSearch,
     weights: dict[str, float],
-    turns: Sequence[str],
+    timeline: _Timeline,
 ) -> dict[str, float]:
     """Turns recalled in a sitting whose recalled turns together cover much of the focus rise by up
     to `SITTING` (times that cover, terms weighted by rarity): a question about one occasion ("the
@@ -262,9 +266,14 @@ def _with_sittings(
     whole = sum(weights.values())
     if not whole or not combined:
         return combined
+    starts = _sittings(timeline)
+    sittings: dict[int, list[str]] = {}
+    for pid in combined:
+        at = timeline.position.get(pid)
+        if at is not None:
+            sittings.setdefault(bisect_right(starts, at), []).append(pid)
     out = dict(combined)
-    for sitting in _sittings(state, turns):
-        found = [pid for pid in sitting if pid in combined]
+    for found in sittings.values():
         if len(found) < 2:
             continue
         held = {term for pid in found for term in search.terms_of(pid)}
@@ -377,10 +386,10 @@ def address(
         )
         for pid, s in recalled
     }
-    turns = _history_turns(state)
-    combined = with_replies(state, combined, lambda pid: _informativeness(search, pid), turns)
-    combined = _with_neighbours(state, combined, lambda pid: _informativeness(search, pid), turns)
-    combined = _with_sittings(state, combined, search, weights, turns)
+    timeline = _Timeline.of(state)
+    combined = with_replies(state, combined, lambda pid: _informativeness(search, pid), timeline)
+    combined = _with_neighbours(combined, lambda pid: _informativeness(search, pid), timeline)
+    combined = _with_sittings(combined, search, weights, timeline)
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):
             combined[pid] = round(value * DIGEST, 6)
