@@ -934,6 +934,54 @@ def test_a_long_comment_run_is_read_once() -> None:
     assert klass.skeleton.splitlines()[-1] == "        ..."
 
 
+_RUN_PIECES = [
+    b"#",
+    b"  #",
+    b"\t# x",
+    b"# a\\",
+    b"\n",
+    b"\n\n",
+    b"  \n",
+    b"\r\n",
+    b"x = 1",
+    b"\\",
+    b" ",
+    b"\x00",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_RUN_PIECES), max_size=60), st.integers(min_value=2, max_value=4))
+def test_comment_runs_are_the_pattern_tried_at_every_line_start(pieces: list[bytes], lines: int) -> None:
+    """S1 (issue 13, issue 20 item 2): `_runs` finds its runs by scanning for line breaks; they are
+    the runs found by trying the run pattern at each line start in turn, after the previous run."""
+    data = b"".join(pieces)
+    pattern = parsing._patterns(b"#", lines)[0]
+    expected: list[tuple[int, int]] = []
+    at = 0
+    while at <= len(data):
+        match = pattern.match(data, at) if at == 0 or data[at - 1 : at] == b"\n" else None
+        if match is None:
+            at += 1
+            continue
+        expected.append(match.span())
+        at = match.end() + 1
+    found = [
+        (match.start(1), match.end()) for match in _matches(data, pattern, parsing._patterns(b"#", lines)[2])
+    ]
+    assert found == expected
+
+
+def _matches(
+    data: bytes, pattern: re.Pattern[bytes], after_break: re.Pattern[bytes]
+) -> list[re.Match[bytes]]:
+    out, at = [], 0
+    while (match := parsing._next_run(data, at, pattern, after_break)) is not None:
+        out.append(match)
+        at = match.end()
+    return out
+
+
 @pytest.mark.parametrize(
     ("language", "source"),
     [

@@ -115,24 +115,40 @@ class _Run(NamedTuple):
 
 
 @functools.cache
-def _patterns(opener: bytes, lines: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+def _patterns(opener: bytes, lines: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes], re.Pattern[bytes]]:
     """A run of at least `lines` comment lines (spaces and tabs, `opener`, no NUL up to the line's
     end), each indented like the first one (group 1) or more (its indentation and more spaces or
-    tabs), only blank lines between; the comment of one line (group 1)."""
+    tabs), only blank lines between; the comment of one line (group 1); and the run after a line
+    break (the break included), which the regex engine finds by scanning for the break instead of
+    trying every byte as a line start (the same runs, in half the time)."""
     comment = re.escape(opener) + rb"[^\n\x00]*"
     blank = rb"(?:[ \t\r\f]*\n)*"
-    run = rb"^([ \t]*)" + comment + rb"(?:\n" + blank + rb"\1[ \t]*" + comment + rb"){%d,}$" % (lines - 1)
-    return re.compile(run, re.M), re.compile(rb"^[ \t]*(" + comment + rb")$", re.M)
+    rest = comment + rb"(?:\n" + blank + rb"\1[ \t]*" + comment + rb"){%d,}$" % (lines - 1)
+    return (
+        re.compile(rb"^([ \t]*)" + rest, re.M),
+        re.compile(rb"^[ \t]*(" + comment + rb")$", re.M),
+        re.compile(rb"\n([ \t]*)" + rest, re.M),
+    )
+
+
+def _next_run(
+    data: bytes, at: int, pattern: re.Pattern[bytes], after_break: re.Pattern[bytes]
+) -> re.Match[bytes] | None:
+    """The first run (`_patterns`) starting at a line start at or after `at`: at the file's start,
+    else after a line break (group 1 is the run's indentation, `start(1)` its start)."""
+    if at == 0 and (first := pattern.match(data)) is not None:
+        return first
+    return after_break.search(data, at)
 
 
 def _runs(data: bytes, opener: bytes, lines: int) -> list[_Run]:
     """The runs of at least `lines` comment lines (`_patterns`); one whose first line starts the
     file or follows a line ending with a backslash (a continuation) starts at its second line."""
-    pattern, line = _patterns(opener, lines)
+    pattern, line, after_break = _patterns(opener, lines)
     runs: list[_Run] = []
     at = 0
-    while (match := pattern.search(data, at)) is not None:
-        start, end = match.span()
+    while (match := _next_run(data, at, pattern, after_break)) is not None:
+        start, end = match.start(1), match.end()
         indent = len(match.group(1))
         first_end = data.index(b"\n", start)
         if start == 0 or data[max(0, start - 3) : start].rstrip(b"\r\n").endswith(b"\\"):
