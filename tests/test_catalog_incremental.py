@@ -291,6 +291,15 @@ def test_packed_rows_hold_the_counts_of_each_row_in_order(files: list[list[list[
     flat = [vocabulary[name] for rows in files for row in rows for name in dict.fromkeys(row)]
     assert joined.ids(vocabulary).tolist() == flat
     assert postings.Rows.listed([["a", "b"], []]).lists() == [["a", "b"], []]
+    symbols = [["b", "x"], [], ["a", "b", "c"], ["x"]]  # each sorted and unique, names shared
+    listed = postings.Rows.listed(symbols)
+    assert listed == postings.Rows.of([dict.fromkeys(row, 1) for row in symbols])
+    assert (listed.names, listed.ptr.tolist(), listed.keys.tolist()) == (
+        ["b", "x", "a", "c"],
+        [0, 2, 2, 5, 6],
+        [0, 1, 2, 0, 3, 1],
+    )
+    assert listed.counts.tolist() == [1] * 6 and listed.counts.dtype == np.int32
 
 
 def test_parts_made_by_the_parsing_workers_build_the_same_catalog(

@@ -168,9 +168,18 @@ class Rows:
         return cls.of([Counter(row) for row in rows])
 
     @classmethod
-    def listed(cls, rows: Iterable[Sequence[str]]) -> Rows:
-        """Rows of names as given (each name once in a row), each counted 1."""
-        return cls.of([dict.fromkeys(row, 1) for row in rows])
+    def listed(cls, rows: Sequence[Sequence[str]]) -> Rows:
+        """Rows of names as given, each counted 1: a row must hold each name once (a symbol list
+        sorted and unique), so no row needs a dict of its own."""
+        flat = list(chain.from_iterable(rows))
+        names = list(dict.fromkeys(flat))
+        index = dict(zip(names, range(len(names)), strict=True))
+        return cls(
+            names,
+            ptr_of(list(map(len, rows))),
+            np.fromiter(map(index.__getitem__, flat), dtype=np.int32, count=len(flat)),
+            np.ones(len(flat), dtype=np.int32),
+        )
 
     @classmethod
     def of(cls, rows: Sequence[dict[str, int]]) -> Rows:
