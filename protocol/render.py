@@ -101,7 +101,11 @@ def dense_keywords(keywords: Sequence[str], text: str | None) -> tuple[str, ...]
 def _stamp(value: datetime) -> str:
     """ISO-8601 in its shortest form `datetime.fromisoformat` reads back: `Z` for UTC, no seconds
     when there are none."""
-    text = value.isoformat("T", "minutes" if not value.second and not value.microsecond else "auto")
+    return _zulu(value.isoformat("T", "minutes" if not value.second and not value.microsecond else "auto"))
+
+
+def _zulu(text: str) -> str:
+    """An ISO-8601 time with `Z` for UTC: 3 tokens fewer than `+00:00` in every view (issue 19)."""
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
@@ -252,9 +256,7 @@ def _skeleton(
 ) -> tuple[etree._Element, etree._Element]:
     root = etree.Element("PagedContext", version=version)
     static = etree.SubElement(root, "Static_Registry")
-    now = current_time.isoformat()  # UTC as `Z`: 3 tokens fewer than `+00:00` in every view (issue 19)
-    now = now[:-6] + "Z" if now.endswith("+00:00") else now
-    etree.SubElement(static, "ST-Node", id="CURRENT_TIME", value=now)
+    etree.SubElement(static, "ST-Node", id="CURRENT_TIME", value=_zulu(current_time.isoformat()))
     for entry in registry:
         st_node = etree.SubElement(static, "ST-Node", id=entry.id)
         _set_free_attributes(st_node, [("value", entry.value)])

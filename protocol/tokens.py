@@ -111,19 +111,7 @@ class CachedCounter:
         `count`). Its memory is the blocks seen: make one per file."""
         if not self.line_additive:
             return self.count
-        known: dict[str, int] = {}
-        encode_length = self._encode_length
-
-        def count(text: str) -> int:
-            total = 0
-            for block in _BLOCK_START.split(text):
-                value = known.get(block)
-                if value is None:
-                    value = known[block] = encode_length(block)
-                total += value
-            return total
-
-        return count
+        return LineCounts("", self._encode_length).count
 
     def file_counts(self, text: str, known: dict[str, int] | None = None) -> LineCounts | None:
         """The line blocks of `text` (a file) counted once, to count it and its slices (its chunks'

@@ -81,8 +81,7 @@ def _coverage(text: str, focus: set[str]) -> float:
     return len(words & focus) / len(focus)
 
 
-_CITES = re.compile(r"\[[0-9a-f]{4,64}\](?:\s|$)")  # a page cited the way this worker's answers cite
-_CITED = re.compile(r"\[[0-9a-f]{4,64}\](?=\s|$)")
+_CITES = re.compile(r"\[[0-9a-f]{4,64}\](?=\s|$)")  # a page cited the way this worker's answers cite
 _VALUE = re.compile(r"\b(?:[A-Z][\w-]*|\w*\d[\w:.-]*)")
 
 
@@ -226,7 +225,7 @@ def consolidate(pages: Sequence[Page]) -> tuple[str, tuple[str, ...]]:
         text = getattr(page, "content", "") or page.summary
         # an earlier answer stays one in the digest (a digest's own lead is a statement it holds)
         answer = page.type is PageType.ORIGINAL
-        cited = " ".join(dict.fromkeys(_CITED.findall(text))) if answer else ""
+        cited = " ".join(dict.fromkeys(_CITES.findall(text))) if answer else ""
         leads.append(f"{lead(page.summary or text)} {cited}".strip())
         for name in code_identifiers(page.summary + "\n" + text):
             names.setdefault(name, None)

@@ -21,6 +21,7 @@ revealed in Summary. A plan is advice: a page a move cannot reach is skipped, ne
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -387,8 +388,9 @@ def address(
         for pid, s in recalled
     }
     timeline = _Timeline.of(state)
-    combined = with_replies(state, combined, lambda pid: _informativeness(search, pid), timeline)
-    combined = _with_neighbours(combined, lambda pid: _informativeness(search, pid), timeline)
+    informative = functools.partial(_informativeness, search)
+    combined = with_replies(state, combined, informative, timeline)
+    combined = _with_neighbours(combined, informative, timeline)
     combined = _with_sittings(combined, search, weights, timeline)
     for pid, value in list(combined.items()):  # a digest with materialized parts: its parts are the evidence
         if state.children_of(pid):

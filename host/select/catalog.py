@@ -287,18 +287,18 @@ class _Vocabulary:
     def grown(self, new_names: Iterable[str]) -> tuple[_Vocabulary, dict[str, int]]:
         """A vocabulary with `new_names` added (this one is left as it is: readers may hold it),
         and the id of each of those names."""
-        known: dict[str, int] = {}
-        fresh: list[str] = []
         base = len(self.names)
         if not base:  # a first build: every name is new, in order of first appearance
             fresh = list(dict.fromkeys(new_names))
             known = dict(zip(fresh, range(len(fresh)), strict=True))
-        for name in dict.fromkeys(new_names) if base else ():
-            found = self.get(name)
-            if found is None:
-                found = base + len(fresh)
-                fresh.append(name)
-            known[name] = found
+        else:
+            known, fresh = {}, []
+            for name in dict.fromkeys(new_names):
+                found = self.get(name)
+                if found is None:
+                    found = base + len(fresh)
+                    fresh.append(name)
+                known[name] = found
         if not fresh:
             return self, known
         grown = _Vocabulary(self.names + fresh, self._order if self._ids is None else ())

@@ -171,18 +171,16 @@ class Rows:
     def listed(cls, rows: Sequence[Sequence[str]]) -> Rows:
         """Rows of names as given, each counted 1: a row must hold each name once (a symbol list
         sorted and unique), so no row needs a dict of its own."""
-        flat = list(chain.from_iterable(rows))
-        names = list(dict.fromkeys(flat))
-        index = dict(zip(names, range(len(names)), strict=True))
-        return cls(
-            names,
-            ptr_of(list(map(len, rows))),
-            np.fromiter(map(index.__getitem__, flat), dtype=np.int32, count=len(flat)),
-            np.ones(len(flat), dtype=np.int32),
-        )
+        return cls._packed(rows, None)
 
     @classmethod
     def of(cls, rows: Sequence[dict[str, int]]) -> Rows:
+        """Rows of name -> count mappings, each in its own order."""
+        return cls._packed(rows, chain.from_iterable(map(dict.values, rows)))
+
+    @classmethod
+    def _packed(cls, rows: Sequence[Sequence[str] | dict[str, int]], counts: Iterable[int] | None) -> Rows:
+        """Rows of the names each row iterates, with `counts` in the same order (None: each 1)."""
         flat = list(chain.from_iterable(rows))
         names = list(dict.fromkeys(flat))
         index = dict(zip(names, range(len(names)), strict=True))
@@ -190,7 +188,9 @@ class Rows:
             names,
             ptr_of(list(map(len, rows))),
             np.fromiter(map(index.__getitem__, flat), dtype=np.int32, count=len(flat)),
-            np.fromiter(chain.from_iterable(map(dict.values, rows)), dtype=np.int32, count=len(flat)),
+            np.ones(len(flat), dtype=np.int32)
+            if counts is None
+            else np.fromiter(counts, dtype=np.int32, count=len(flat)),
         )
 
     def __len__(self) -> int:
