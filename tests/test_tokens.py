@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedctx.errors import TokenizerError
-from pagedctx.protocol.tokens import DEFAULT_TOKENIZER, CachedCounter, TokenCounter, token_counter
+from pagedctx.protocol.tokens import (
+    DEFAULT_TOKENIZER,
+    CachedCounter,
+    TokenCounter,
+    _line_blocks,
+    token_counter,
+)
 
 
 def test_default_counter_is_offline_cl100k_and_exact() -> None:
@@ -63,6 +70,19 @@ def test_slices_of_a_file_are_counted_exactly_from_its_blocks(text: str, data: s
     assert counts.part(piece, start) == counter.count(piece)
     assert counts.part(piece + "x", start) == counter.count(piece + "x")
     assert counts.count(piece) == counter.count(piece)
+
+
+_BLOCK_START_LOOKBEHIND = re.compile(r"(?<=\n)(?=[ \t]*[^\s])")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_CODE_LIKE)
+def test_line_blocks_are_the_look_behind_split(text: str) -> None:
+    """Issue 20: the blocks are cut at the newlines that end one (then put back), exactly where the
+    look-behind split tried at every position cuts, and they join back to the text."""
+    blocks = _line_blocks(text)
+    assert blocks == _BLOCK_START_LOOKBEHIND.split(text)
+    assert "".join(blocks) == text
 
 
 def test_a_tokenizer_without_line_sums_counts_whole_texts() -> None:
