@@ -552,6 +552,23 @@ def test_sqlite_creates_the_folder_and_uses_wal(tmp_path: Path) -> None:
         conn.close()
 
 
+def test_sqlite_new_files_use_16k_pages_and_old_files_keep_theirs(tmp_path: Path) -> None:
+    """Issue 20: a new store is written in 16 KiB pages (fewer pages to log and copy); a file made
+    with 4 KiB pages keeps them and still works; both copy the log into the file every 32 MiB."""
+    new_path, old_path = tmp_path / "new.db", tmp_path / "old.db"
+    with closing(sqlite3.connect(old_path)) as conn:
+        conn.execute("CREATE TABLE made_before (x)")
+        conn.commit()
+    for path, page in ((new_path, 16384), (old_path, 4096)):
+        with SqliteStore(path) as store:
+            store.hset("h", {"f": "v" * 50_000})
+            assert store.hget("h", "f") == "v" * 50_000
+            conn = store._connection()
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == page
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == (32 << 20) // page
+            assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 32 << 20
+
+
 def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
     """A file written by a newer pagedctx is refused, naming the version needed."""
     path = tmp_path / "state.db"

@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 10.0
 _CACHE_KIB = 32 * 1024  # page cache of a connection, at most (SQLite's default: 2 MiB)
-_CHECKPOINT_PAGES = 8192  # WAL pages before SQLite copies the log into the file (default: 1,000)
+_CHECKPOINT_BYTES = 32 << 20  # WAL size before SQLite copies the log into the file (default: ~4 MB)
+_PAGE_BYTES = 16384  # page size of a new store file (SQLite's default: 4096; a file keeps its own)
 _IN_CHUNK = 500  # bound variables per `IN (...)` query, well under SQLite's limit
 
 _SCHEMA = """
@@ -237,6 +238,10 @@ class SqliteStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            # Set before the file's first table (and its WAL): a new store writes a quarter of the
+            # pages, so an index's commits and log copies cost less (a first index of Django: ~0.2
+            # CPU s of ~1.6 in the updating process). An existing file keeps its page size.
+            conn.execute(f"PRAGMA page_size = {_PAGE_BYTES}")
             mode = self._enable_wal(conn)
             if mode != "wal":
                 raise StoreError(
@@ -249,8 +254,9 @@ class SqliteStore:
             # batches is copied once (a first index of Django: ~0.3 s less); the log is cut back to
             # that size after a copy.
             conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
-            conn.execute(f"PRAGMA journal_size_limit = {_CHECKPOINT_PAGES * 4096}")
+            page_bytes = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, _CHECKPOINT_BYTES // page_bytes)}")
+            conn.execute(f"PRAGMA journal_size_limit = {_CHECKPOINT_BYTES}")
             self._check_schema(conn)
         except BaseException:
             conn.close()
