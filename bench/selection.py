@@ -1,6 +1,6 @@
 """Issue 20 in one run: what each change costs, from a first index to the next `select`.
 
-    python bench/selection.py [CORPUS_DIR] [--intents 20] [--budget 8000] [--aider PYTHON]
+    python bench/selection.py [CORPUS_DIR] [--intents 20] [--budget 8000] [--first-runs 3] [--aider PYTHON]
 
 The corpus (default: Django 5.1.4's sdist, 2,899 files, cached by bench/pypi_sdist.py) is copied
 to a temporary folder (the bench edits a file) and indexed into a temporary SQLite store with a
@@ -10,7 +10,9 @@ Each step also gives its CPU seconds (this process and the processes it started 
 index workers, commands), less moved by other work on a shared machine than wall seconds.
 
 - full index with catalog: `Index.update` with the parsing workers making the catalog's parts,
-  then the catalog built from them and saved (what `pagedctx index` does);
+  then the catalog built from them and saved (what `pagedctx index` does); measured
+  `--first-runs` times, each into a new store and each after a new measure of the reference, and
+  the medians printed (each run is printed too);
 - one file changed, index + catalog: an update after a function is appended to a median-sized
   file, and the catalog following it in memory (a Session, a serve replica), then the next
   `select_context` (a new intent) -- and the same from the command line, `pagedctx index ROOT` in
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
@@ -112,6 +115,34 @@ def median(laps: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in laps), statistics.median(c for _, c in laps)
 
 
+def _child(arguments: list[str], env: dict[str, str]) -> Any:
+    """One measure in a fresh process (this script with `--child`), read from its JSON line."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", *arguments], check=True, capture_output=True, text=True, env=env
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def child(arguments: list[str]) -> None:
+    """`reference FILES_JSON`: raw parse + tags of the listed files, as [wall, CPU];
+    `first-index TREE URL`: a first index with its catalog into a new store, as `pagedctx index`
+    makes it (the tokenizer loaded first, as in a long-lived process)."""
+    if arguments[0] == "reference":
+        files = [Path(p) for p in json.loads(Path(arguments[1]).read_text())]
+        print(json.dumps(list(raw_parse_times(files))))
+        return
+    tree, url = Path(arguments[1]), arguments[2]
+    index = Index(open_store(url))
+    index.counter.count("warm up")
+    parts = CollectedParts()
+    watch = Stopwatch()
+    report = index.update([tree], hook=parts.hook())
+    index_only = watch.lap()
+    load_catalog(index, parts=parts.parts)
+    full = watch.lap()
+    print(json.dumps({"index": index_only, "full": full, "chunks": report.chunks}))
+
+
 def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, tuple[float, float]]]:
     """aider's RepoMap over the same files: cold (no tags cache), then warm (its cache on disk)."""
     version = subprocess.run(
@@ -139,10 +170,14 @@ def aider_rows(python: Path, tree: Path, intent: str) -> list[tuple[str, tuple[f
 
 
 def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", type=Path)
     parser.add_argument("--intents", type=int, default=20)
     parser.add_argument("--budget", type=int, default=8000)
+    parser.add_argument("--first-runs", type=int, default=3, help="first indexes measured (median kept)")
     parser.add_argument("--aider", type=Path, default=AIDER_PYTHON if AIDER_PYTHON.exists() else None)
     args = parser.parse_args()
     rng = random.Random(5)
@@ -161,20 +196,47 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
         walk = walk_roots([tree], tree, max_file_bytes=DEFAULT_MAX_FILE_BYTES)
         files = [Path(f.path) for f in walk.files if language_for_path(f.rel) is not None]
-        reference = raw_parse_times(files)
-        url = f"sqlite:///{work / 'state.db'}"
+        # the first index and its reference, `--first-runs` times each, alternating, each in a fresh
+        # process (neither pays for what another run left in memory) and each index into a new
+        # store; medians kept (on a shared 2-core machine one run moves by 10-15%)
+        references: list[tuple[float, float]] = []
+        index_laps: list[tuple[float, float]] = []
+        full_laps: list[tuple[float, float]] = []
+        listing = work / "files.json"
+        listing.write_text(json.dumps([str(p) for p in files]))
+        for run in range(args.first_runs):
+            if run:
+                for leftover in work.glob("state.db*"):
+                    leftover.unlink()
+            url = f"sqlite:///{work / 'state.db'}"
+            references.append(tuple(_child(["reference", str(listing)], env)))  # type: ignore[arg-type]
+            first = _child(["first-index", str(tree), url], env)
+            index_laps.append(tuple(first["index"]))
+            full_laps.append(tuple(first["full"]))
+            chunks = int(first["chunks"])
+            ratio = full_laps[-1][0] / references[-1][0]
+            print(
+                f"first index, run {run + 1}: reference {references[-1][0]:.3f} s, index "
+                f"{index_laps[-1][0]:.3f} s, with catalog {full_laps[-1][0]:.3f} s ({ratio:.2f}x; "
+                f"CPU {full_laps[-1][1]:.2f} s, {full_laps[-1][1] / references[-1][1]:.2f}x)",
+                flush=True,
+            )
+        reference, index_only, full = median(references), median(index_laps), median(full_laps)
+        # the rest in this process, as a long-lived Session or serve replica holding the last run's
+        # index: its catalog in memory, its tokenizer and grammar loaded by an earlier change
         index = Index(open_store(url))
-        index.counter.count("warm up")  # the tokenizer loaded, as in a long-lived process
-
-        parts = CollectedParts()
-        watch = Stopwatch()
-        report = index.update([tree], hook=parts.hook())
-        index_only = watch.lap()
-        load_catalog(index, parts=parts.parts)
-        full = watch.lap()
+        load_catalog(index)
+        index.counter.count("warm up")
         asked = intents(index, args.intents, rng)
+        by_size = sorted(files, key=lambda p: p.stat().st_size)
+        earlier = by_size[len(files) // 3]
+        earlier.write_text(earlier.read_text() + "\n\ndef bench_edit_earlier():\n    return 0\n")
+        parts = CollectedParts()
+        index.update([tree], hook=parts.hook())
+        load_catalog(index, parts=parts.parts)
+        watch = Stopwatch()
 
-        target = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]
+        target = by_size[len(files) // 2]
         target.write_text(target.read_text() + "\n\ndef bench_edit_one():\n    return 1\n")
         parts = CollectedParts()
         watch.start()
@@ -219,10 +281,11 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         if not args.aider:
             print(f"aider: no interpreter with aider-chat=={AIDER_VERSION} (--aider PYTHON): skipped")
 
+    runs = args.first_runs
     rows = [
-        ("raw tree-sitter parse + tags of the same files (reference)", reference),
-        ("full index (parse, chunks, symbols, store; catalog parts in the workers)", index_only),
-        ("full index with catalog (built from the parts, saved)", full),
+        (f"raw tree-sitter parse + tags of the same files (reference, median of {runs})", reference),
+        (f"full index (parse, chunks, symbols, store; parts in the workers; median of {runs})", index_only),
+        (f"full index with catalog (built from the parts, saved; median of {runs})", full),
         ("one file changed: index", one_index),
         ("one file changed: index + catalog followed in memory", one_file),
         ("one file changed: index + catalog + the next select_context", one_select),
@@ -233,7 +296,7 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         *aider,
     ]
     print(
-        f"\n{len(files):,} files, {report.chunks:,} chunks, budget {args.budget}\n\n"
+        f"\n{len(files):,} files, {chunks:,} chunks, budget {args.budget}\n\n"
         "| step | s | x raw parse + tags | CPU s | CPU x raw parse + tags |\n|---|---|---|---|---|"
     )
     for label, (seconds, cpu) in rows:
