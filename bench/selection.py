@@ -1,6 +1,6 @@
 """Issue 20 in one run: what each change costs, from a first index to the next `select`.
 
-    python bench/selection.py [CORPUS_DIR] [--intents 20] [--budget 8000] [--first-runs 3] [--aider PYTHON]
+    python bench/selection.py [CORPUS_DIR] [--intents 20] [--budget 8000] [--first-runs 5] [--aider PYTHON]
 
 The corpus (default: Django 5.1.4's sdist, 2,899 files, cached by bench/pypi_sdist.py) is copied
 to a temporary folder (the bench edits a file) and indexed into a temporary SQLite store with a
@@ -177,7 +177,7 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
     parser.add_argument("corpus", nargs="?", type=Path)
     parser.add_argument("--intents", type=int, default=20)
     parser.add_argument("--budget", type=int, default=8000)
-    parser.add_argument("--first-runs", type=int, default=3, help="first indexes measured (median kept)")
+    parser.add_argument("--first-runs", type=int, default=5, help="first indexes measured (median kept)")
     parser.add_argument("--aider", type=Path, default=AIDER_PYTHON if AIDER_PYTHON.exists() else None)
     args = parser.parse_args()
     rng = random.Random(5)
@@ -194,6 +194,7 @@ def main() -> None:  # noqa: PLR0915 - one run, in the order the table prints
         source = args.corpus or django(work / "sdist")
         tree = work / "corpus"
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
+        os.sync()  # the copy written out now, not by the kernel during the first measured run
         walk = walk_roots([tree], tree, max_file_bytes=DEFAULT_MAX_FILE_BYTES)
         files = [Path(f.path) for f in walk.files if language_for_path(f.rel) is not None]
         # the first index and its reference, `--first-runs` times each, alternating, each in a fresh
