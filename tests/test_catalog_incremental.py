@@ -227,6 +227,15 @@ def test_a_fixed_sequence_of_edits_adds_and_removes(
     run_ops(repo, index, ops, monkeypatch)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 5), max_size=300))
+def test_inverting_orders_entries_as_a_stable_argsort(keys: list[int]) -> None:
+    """Issue 20: the order `Postings.invert` sorts entries by (key, position joined in one int64)
+    is a stable argsort's: within a key, rows stay ascending."""
+    array = np.array(keys, dtype=np.int32)
+    assert postings._stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
+
+
 def test_splicing_postings_equals_inverting_them() -> None:
     """Issue 20: the inverted lists spliced after a delta are the ones inverting the new forward
     lists gives, rows ascending within each key."""

@@ -93,7 +93,7 @@ class Postings:
         """The inverted list of a forward one (rows in order, so a stable sort keeps them ascending)."""
         n_rows = len(fwd_ptr) - 1
         row_of = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(fwd_ptr))
-        order = np.argsort(fwd_keys, kind="stable")
+        order = _stable_order(fwd_keys)
         data = fwd_data[order] if fwd_data is not None else np.ones(len(order), dtype=np.int32)
         counts = np.bincount(fwd_keys, minlength=n_keys) if len(fwd_keys) else np.zeros(n_keys, np.int64)
         return cls(ptr_of(counts), row_of[order].astype(np.int32), data.astype(np.int32))
@@ -223,7 +223,8 @@ class Rows:
         """The keys of every row as ids of a vocabulary holding each of the names, concatenated."""
         if not self.names:
             return np.zeros(0, dtype=np.int32)
-        return np.array([vocabulary[n] for n in self.names], dtype=np.int32)[self.keys]
+        ids = np.fromiter(map(vocabulary.__getitem__, self.names), dtype=np.int32, count=len(self.names))
+        return ids[self.keys]
 
     def sums(self) -> IntArray:
         """Per row: the sum of its counts."""
@@ -239,10 +240,17 @@ class Rows:
         if not parts:
             return cls.of([])
         offsets = ptr_of([len(p.names) for p in parts])[:-1]
-        shift = np.repeat(offsets, [len(p.keys) for p in parts])
+        entries = [len(p.keys) for p in parts]
+        shift = np.repeat(offsets, entries)
+        # each part's row ends, moved past the entries of the parts before it (no diff per part)
+        ends = np.concatenate([p.ptr[1:] for p in parts]) + np.repeat(
+            ptr_of(entries)[:-1], [len(p.ptr) - 1 for p in parts]
+        )
+        ptr = np.zeros(len(ends) + 1, dtype=np.int64)
+        ptr[1:] = ends
         return cls(
             list(chain.from_iterable(p.names for p in parts)),
-            ptr_of(np.concatenate([np.diff(p.ptr) for p in parts])),
+            ptr,
             (np.concatenate([p.keys for p in parts]) + shift).astype(np.int32),
             np.concatenate([p.counts for p in parts]).astype(np.int32, copy=False),
         )
@@ -266,6 +274,17 @@ def _unpacked_rows(names: list[str], rows: int, entries: int, buffer: bytes) -> 
     keys = np.frombuffer(buffer, dtype=np.int32, count=entries, offset=8 * (rows + 1))
     counts = np.frombuffer(buffer, dtype=np.int32, count=entries, offset=8 * (rows + 1) + 4 * entries)
     return Rows(names, ptr, keys, counts)
+
+
+def _stable_order(keys: IntArray) -> npt.NDArray[np.int64]:
+    """`np.argsort(keys, kind="stable")` (non-negative int32 keys): each key joined with its
+    position into one int64 and those sorted, faster than a stable argsort; the positions read
+    back are the same order."""
+    positions = np.arange(len(keys), dtype=np.int64)
+    joined = (keys.astype(np.int64) << 32) | positions
+    joined.sort()
+    order: npt.NDArray[np.int64] = joined & 0xFFFFFFFF
+    return order
 
 
 def splice_small_enough(added: int) -> bool:
