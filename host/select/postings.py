@@ -150,8 +150,8 @@ def _lower_bounds(rows: IntArray, starts: PtrArray, stops: PtrArray, targets: In
 class Rows:
     """Rows of names with a count each (a chunk's terms and their frequencies, or its symbols with
     1), packed: `names` holds each name once (but see `joined`), in order of first appearance over
-    the rows, and row
-    r is `keys[ptr[r]:ptr[r + 1]]` (indices into `names`, in the row's order) with `counts`. A
+    the rows, and row r is `keys[ptr[r]:ptr[r + 1]]` (indices into `names`, in the row's order)
+    with `counts`. A
     file's part crosses from a parsing worker to the updating process in this form (arrays and one
     list of distinct names pickle in a fraction of the time of a dict or list per row), and its
     forward arrays come from it without a Python loop over the entries."""
@@ -243,14 +243,11 @@ class Rows:
         entries = [len(p.keys) for p in parts]
         shift = np.repeat(offsets, entries)
         # each part's row ends, moved past the entries of the parts before it (no diff per part)
-        ends = np.concatenate([p.ptr[1:] for p in parts]) + np.repeat(
-            ptr_of(entries)[:-1], [len(p.ptr) - 1 for p in parts]
-        )
-        ptr = np.zeros(len(ends) + 1, dtype=np.int64)
-        ptr[1:] = ends
+        moved = np.repeat(ptr_of(entries)[:-1], list(map(len, parts)))
+        ends = np.concatenate([p.ptr[1:] for p in parts]) + moved
         return cls(
             list(chain.from_iterable(p.names for p in parts)),
-            ptr,
+            np.concatenate(([0], ends)),
             (np.concatenate([p.keys for p in parts]) + shift).astype(np.int32),
             np.concatenate([p.counts for p in parts]).astype(np.int32, copy=False),
         )
