@@ -30,24 +30,28 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from lxml import etree
 from pydantic import BaseModel, ConfigDict
 
 from pagedctx.errors import FailCode, UsageError
-from pagedctx.evidence import reaper
-from pagedctx.evidence.acceptance import RestoreState, guarded_paths, restored_from_base, shadowing
+from pagedctx.evidence import sandbox
+from pagedctx.evidence.acceptance import RestoreState, guarded_paths, shadowing
+from pagedctx.evidence.channel import ChannelReport, open_channel
 from pagedctx.evidence.runner_output import RunnerCounts, runner_summary
+from pagedctx.evidence.sandbox import IsolatedRun, SandboxPlan
 from pagedctx.evidence.schemas import Artifacts, SubmitV1, TaskContract, TestsRun
-from pagedctx.evidence.seal import KEY_ENV, EvidenceKey, load_key
+from pagedctx.evidence.seal import EvidenceKey, key_path, load_key
 from pagedctx.evidence.secrets import redact
+from pagedctx.evidence.tamper import runner_access
 from pagedctx.evidence.task import TaskInput
 from pagedctx.evidence.tree import FileState, RepoState, snapshot, tree_diff
+from pagedctx.evidence.workcopy import DropReason, ReadTree, TreeImage, harness_tree, read_tree
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -55,6 +59,7 @@ __all__ = [
     "FileState",
     "RepoState",
     "RunRecord",
+    "TreeRecord",
     "collect",
     "evidence_dir",
     "junit_results",
@@ -89,6 +94,17 @@ class CommandRun(BaseModel):
     finished: datetime
     junit: JUnitCounts
     runner: RunnerCounts | None  # the runner's own summary from its output; None when none was found
+    channel: ChannelReport = ChannelReport()  # what the harness plugin reported (pytest)
+
+
+class TreeRecord(BaseModel):
+    """How the tree the tests ran on was made from the start and the candidate's tree."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_start: tuple[str, ...] = ()  # files that decide the run: the start's bytes
+    dropped: dict[str, DropReason] = {}  # the candidate's version left out, and why
+    unrecoverable: tuple[str, ...] = ()  # start bytes needed but never captured
 
 
 class RunRecord(BaseModel):
@@ -99,40 +115,15 @@ class RunRecord(BaseModel):
     commands: tuple[CommandRun, ...]
     restored: dict[str, RestoreState] = {}
     shadowing: tuple[str, ...] = ()  # files whose JUnit class name collides with a contract test file
+    isolation: Literal["sandbox", "none"] = "sandbox"
+    sandbox_unavailable: str | None = None  # why no sandbox could be made (nothing was run)
+    runner_kind: Literal["pytest", "other"] = "pytest"
+    tree: TreeRecord = TreeRecord()
+    runner_access: dict[str, list[str]] = {}  # non-test files whose added lines reach for the runner
 
 
 def evidence_dir(artifacts_root: Path, task_id: str) -> Path:
     return artifacts_root / "scc_tasks" / task_id
-
-
-def _env(reports: Path, pycache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    env.update(PAGEDCTX_REPORTS=str(reports), PYTHONPYCACHEPREFIX=str(pycache))
-    return env
-
-
-def _run(
-    command: str, repo: Path, reports: Path, pycache: Path, timeout: float
-) -> tuple[int, str, datetime, datetime]:
-    started = datetime.now(UTC)
-    reports.mkdir(mode=0o700)
-    try:
-        done = subprocess.run(
-            reaper.launcher(timeout, command),
-            cwd=repo,
-            env=_env(reports, pycache),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            timeout=timeout + 60,  # the reaper enforces `timeout`; this only guards the reaper itself
-            start_new_session=True,
-            check=False,
-        )
-        code, output = done.returncode, done.stdout.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"").decode("utf-8", "replace") + f"\nTIMEOUT after {timeout:g} s\n"
-        code = reaper.TIMEOUT_CODE
-    return code, output, started, datetime.now(UTC)
 
 
 def junit_results(reports: Path) -> dict[str, str]:
@@ -211,6 +202,171 @@ def _chosen_commands(
     return contract.test_commands, timeout or float(contract.timeout_seconds), guarded_paths(ids)
 
 
+def _harness_folder(scratch: Path) -> Path:
+    """The sandbox's read-only harness folder: its first program, the reaper and the plugin."""
+    harness = scratch / "harness"
+    harness.mkdir(mode=0o755)
+    here = Path(__file__).resolve().parent
+    for source, name in (
+        ("sandbox_init.py", "sandbox_init.py"),
+        ("reaper.py", "reaper.py"),
+        ("harness_plugin.py", "pagedctx_harness_plugin.py"),
+    ):
+        (harness / name).write_bytes((here / source).read_bytes())
+    return harness
+
+
+def _plugin_env(harness_mount: str, contract: TaskContract | None) -> dict[str, str]:
+    plugins = ("pagedctx_harness_plugin", *(contract.pytest_plugins if contract else ()))
+    return {
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTEST_PLUGINS": ",".join(plugins),
+        "PYTHONPATH": harness_mount,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _hidden() -> tuple[Path, ...]:
+    """What no sandbox may see even under a bound folder: the key and pagedctx's own home."""
+    found = [key_path()]
+    if os.environ.get("PAGEDCTX_HOME"):
+        found.append(Path(os.environ["PAGEDCTX_HOME"]))
+    return tuple(p for p in found if p.exists())
+
+
+def _run_one(
+    command: str,
+    *,
+    repo: Path,
+    image: TreeImage,
+    scratch: Path,
+    index: int,
+    harness: Path,
+    contract: TaskContract | None,
+    limit: float,
+    reports: Path,
+) -> tuple[IsolatedRun, ChannelReport]:
+    reports.mkdir(mode=0o700)
+    image_fd = image.sealed_fd()
+    ends = open_channel(scratch, repo)
+    try:
+        if contract is None or contract.isolation == "sandbox":
+            plan = SandboxPlan(
+                repo=repo,
+                harness=harness,
+                reports=reports,
+                hidden=_hidden(),
+                env={**_plugin_env(sandbox.HARNESS_MOUNT, contract), **ends.env()},
+            )
+            run = sandbox.run_isolated(
+                command, image_fd=image_fd, plan=plan, timeout=limit, pass_fds=ends.fds
+            )
+        else:
+            env = {
+                "PATH": os.environ.get("PATH", os.defpath),
+                "PAGEDCTX_REPORTS": str(reports),
+                "LANG": "C.UTF-8",
+            }
+            env.update({**_plugin_env(str(harness), contract), **ends.env()})
+            run = sandbox.run_on_host(
+                command,
+                image_fd=image_fd,
+                folder=scratch / f"tree-{index}",
+                harness=harness,
+                env=env,
+                timeout=limit,
+                pass_fds=ends.fds,
+            )
+    finally:
+        os.close(image_fd)
+        ends.close()
+    return run, ends.read()
+
+
+def _restored(image: TreeImage, read: ReadTree, guarded: Sequence[str]) -> dict[str, RestoreState]:
+    """What became of each guarded path (the contract's tests and their hooks) in the image."""
+    states: dict[str, RestoreState] = {}
+    for path in guarded:
+        mine, theirs = image.files.get(path), read.files.get(path)
+        if mine is None:
+            states[path] = "removed" if theirs is not None or path in image.dropped else "absent"
+        else:
+            states[path] = "unchanged" if theirs is not None and theirs[0] == mine[0] else "restored"
+    return states
+
+
+def _run_all(
+    chosen: Sequence[str],
+    *,
+    repo: Path,
+    image: TreeImage,
+    scratch: Path,
+    contract: TaskContract | None,
+    limit: float,
+    missing: str | None,
+    lines: list[str],
+) -> tuple[list[tuple[CommandRun, Path]], int]:
+    """Each command on a fresh copy of the image; the log lines appended; (runs, first non-zero exit)."""
+    harness = _harness_folder(scratch)
+    runs: list[tuple[CommandRun, Path]] = []
+    exit_code = 0
+    for index, command in enumerate(chosen):
+        reports = scratch / f"reports-{index}"
+        written = redact(command)[0]
+        if missing is not None:
+            now = datetime.now(UTC)
+            lines += [f"$ {written}", f"# not run: no sandbox can be made here ({missing})"]
+            run = CommandRun(
+                command=written, exit_code=125, started=now, finished=now, junit=JUnitCounts(), runner=None
+            )
+            exit_code = exit_code or 125
+            runs.append((run, reports))
+            continue
+        done, channel = _run_one(
+            command,
+            repo=repo,
+            image=image,
+            scratch=scratch,
+            index=index,
+            harness=harness,
+            contract=contract,
+            limit=limit,
+            reports=reports,
+        )
+        lines += [f"# started {done.started.isoformat()}", f"$ {written}", done.output.rstrip("\n")]
+        lines.append(f"# finished {done.finished.isoformat()} exit {done.exit_code}")
+        exit_code = exit_code or done.exit_code
+        run = CommandRun(
+            command=written,
+            exit_code=done.exit_code,
+            started=done.started,
+            finished=done.finished,
+            junit=_counts(junit_results(reports)),
+            runner=runner_summary(done.output),
+            channel=channel,
+        )
+        runs.append((run, reports))
+    return runs, exit_code
+
+
+def _copy_reports(runs: list[tuple[CommandRun, Path]], folder: Path) -> dict[str, int]:
+    """The runners' JUnit files into the evidence, redacted; the redaction counts."""
+    in_reports: dict[str, int] = {}
+    for index, (_, reports) in enumerate(runs):
+        if not reports.is_dir():
+            continue
+        for source in sorted(reports.rglob("*.xml")):
+            if source.is_symlink() or not source.is_file():
+                continue
+            target = folder / "reports" / f"cmd-{index}" / source.relative_to(reports)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            text, found = redact(source.read_bytes().decode("utf-8", "replace"))
+            target.write_text(text, encoding="utf-8")
+            for kind, count in found.items():
+                in_reports[kind] = in_reports.get(kind, 0) + count
+    return in_reports
+
+
 def collect(
     task: TaskInput,
     repo: Path,
@@ -224,49 +380,46 @@ def collect(
 ) -> Path:
     """Run the commands and write the task's evidence (see the module docstring); its folder."""
     chosen, limit, guarded = _chosen_commands(task, commands, contract, timeout)
+    ids = contract.acceptance.fail_to_pass + contract.acceptance.pass_to_pass if contract else ()
     key = load_key(create=True)
-    post = snapshot(repo)
+    read = read_tree(repo)
+    post = read.state()
     diff = tree_diff(pre, post)
+    image = harness_tree(pre, read, task.pins, ids)
+    isolation = contract.isolation if contract is not None else "sandbox"
+    missing = sandbox.unavailable() if isolation == "sandbox" else None
     lines = [f"# pagedctx selftest for task {task.task_id}", f"# cwd {repo.resolve()}"]
-    runs: list[tuple[CommandRun, Path]] = []
-    exit_code = 0
-    with tempfile.TemporaryDirectory(prefix="pagedctx-harness-") as scratch:
-        with restored_from_base(repo, pre.texts, pre.files, guarded) as done:
-            for index, command in enumerate(chosen):
-                reports = Path(scratch) / f"reports-{index}"
-                code, output, started, finished = _run(
-                    command, repo, reports, Path(scratch) / "pycache", limit
-                )
-                written = redact(command)[0]
-                lines += [f"# started {started.isoformat()}", f"$ {written}", output.rstrip("\n")]
-                lines.append(f"# finished {finished.isoformat()} exit {code}")
-                exit_code = exit_code or code
-                run = CommandRun(
-                    command=written,
-                    exit_code=code,
-                    started=started,
-                    finished=finished,
-                    junit=_counts(junit_results(reports)),
-                    runner=runner_summary(output),
-                )
-                runs.append((run, reports))
-        restored = dict(done)
+    if isolation == "none":
+        lines.append("# UNSANDBOXED: the contract opted out of the sandbox (isolation: none)")
+    with tempfile.TemporaryDirectory(prefix="pagedctx-harness-") as scratch_name:
+        scratch = Path(scratch_name)
+        runs, exit_code = _run_all(
+            chosen,
+            repo=repo,
+            image=image,
+            scratch=scratch,
+            contract=contract,
+            limit=limit,
+            missing=missing,
+            lines=lines,
+        )
         folder = _fresh_folder(artifacts_root, task.task_id)
-        in_reports: dict[str, int] = {}
-        for index, (_, reports) in enumerate(runs):
-            for source in sorted(reports.rglob("*.xml")):
-                target = folder / "reports" / f"cmd-{index}" / source.relative_to(reports)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                text, found = redact(source.read_bytes().decode("utf-8", "replace"))
-                target.write_text(text, encoding="utf-8")
-                for kind, count in found.items():
-                    in_reports[kind] = in_reports.get(kind, 0) + count
+        in_reports = _copy_reports(runs, folder)
     lines.append(f"EXIT_CODE={exit_code}")
     log, in_log = redact("\n".join(lines) + "\n")
     (folder / "selftest.log").write_text(log, encoding="utf-8")
-    ids = contract.acceptance.fail_to_pass + contract.acceptance.pass_to_pass if contract else ()
+    runner_kind = contract.runner if contract is not None else "pytest"
     record = RunRecord(
-        commands=tuple(r for r, _ in runs), restored=restored, shadowing=shadowing(ids, post.files)
+        commands=tuple(r for r, _ in runs),
+        restored=_restored(image, read, guarded),
+        shadowing=shadowing(ids, post.files),
+        isolation=isolation,
+        sandbox_unavailable=missing,
+        runner_kind=runner_kind,
+        tree=TreeRecord(
+            from_start=image.from_start, dropped=image.dropped, unrecoverable=image.unrecoverable
+        ),
+        runner_access=runner_access(diff),
     )
     (folder / "logs" / "commands.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     diff, in_diff = redact(diff)
@@ -276,7 +429,7 @@ def collect(
         target.write_text(diff, encoding="utf-8")
     (folder / "evidence" / "pre_state.json").write_text(json.dumps(pre.public(), indent=2, sort_keys=True))
     (folder / "evidence" / "post_state.json").write_text(json.dumps(post.public(), indent=2, sort_keys=True))
-    results = junit_results(folder / "reports")
+    results = _results(record, folder)
     (folder / "reports" / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True))
     _write_report_and_submit(
         folder,
@@ -290,6 +443,21 @@ def collect(
     )
     write_manifest(folder, key)
     return folder
+
+
+def _results(record: RunRecord, folder: Path) -> dict[str, str]:
+    """Test id -> outcome: from the harness channel for pytest (worst outcome across commands);
+    from the JUnit files for other runners, or when no pytest session ran at all."""
+    if record.runner_kind == "pytest" and any(run.channel.started for run in record.commands):
+        merged: dict[str, str] = {}
+        for run in record.commands:
+            for test_id, outcome in run.channel.results.items():
+                if _RANK[outcome] >= _RANK.get(merged.get(test_id, "passed"), 0):
+                    merged[test_id] = outcome
+        return merged
+    if record.runner_kind == "pytest":
+        return {}
+    return junit_results(folder / "reports")
 
 
 def _write_report_and_submit(

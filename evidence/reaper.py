@@ -117,13 +117,20 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         sys.stderr.write("usage: reaper.py TIMEOUT_SECONDS COMMAND\n")
         return 2
-    timeout, command = float(argv[1]), argv[2]
+    return run(argv[2], float(argv[1]))
+
+
+def run(command: str, timeout: float, pass_fds: tuple[int, ...] = (), *, watch_parent: bool = True) -> int:
+    """Run `command` under /bin/sh, its time limited, and reap everything it started; its code.
+    `pass_fds` stay open in the command (the sandbox's harness channel). In the sandbox the
+    parent is the namespace's init (pid 1), which bubblewrap ties to the harness itself, so
+    `watch_parent` is off there."""
     _become_subreaper()
-    if not _die_with_parent():
+    if watch_parent and not _die_with_parent():
         return STOPPED_CODE
     child = None
     try:
-        child = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
+        child = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True, pass_fds=pass_fds)
         code = child.wait(timeout=timeout)
         code = code if code >= 0 else 128 - code
     except subprocess.TimeoutExpired:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -137,6 +137,12 @@ FAIL_CODES: tuple[FailCodeInfo, ...] = tuple(
             "Goal unclear or contradictory requirements",
             "Ask targeted questions; proceed after clarification",
         ),
+        (
+            "SANDBOX_UNAVAILABLE",
+            "No sandbox for the tests",
+            "bubblewrap missing or namespaces refused; the tests were not run",
+            "Install bubblewrap (Debian: bubblewrap); or opt out explicitly with isolation: none",
+        ),
     )
 )
 
@@ -231,7 +237,14 @@ class TaskContract(BaseModel):
     `results_check`: `runner_summary` (the default) cross-checks each command's JUnit counts against
     the runner's own summary in its output (pytest, Jest, Vitest, cargo, gotestsum) and fails when
     there is none; `junit_only` trusts the JUnit files alone, for runners whose output has no summary
-    the harness knows (weaker: code under test can write JUnit files)."""
+    the harness knows (weaker: code under test can write JUnit files).
+
+    `runner`: `pytest` (the default): the results come from the harness plugin over the harness's
+    channel, and JUnit files and the runner's summary are cross-checks only; `other` (Jest, cargo,
+    go test, ...): from the JUnit files, under `results_check`. `pytest_plugins`: the plugin
+    modules allowed besides the harness's (autoload is off: `pytest_asyncio.plugin`, `xdist.plugin`,
+    ...). `isolation`: `sandbox` (the default; no sandbox here fails closed with
+    SANDBOX_UNAVAILABLE) or `none`, an explicit opt-out that every verdict then shows."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -240,6 +253,11 @@ class TaskContract(BaseModel):
     test_commands: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: int = Field(default=900, gt=0)
     results_check: Literal["runner_summary", "junit_only"] = "runner_summary"
+    runner: Literal["pytest", "other"] = "pytest"
+    pytest_plugins: tuple[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")], ...
+    ] = ()
+    isolation: Literal["sandbox", "none"] = "sandbox"
 
 
 class VerdictChecks(BaseModel):
@@ -267,6 +285,8 @@ class VerdictV1(BaseModel):
     timestamps: dict[Literal["submitted_at", "evaluated_at"], AwareDatetime]
     links: dict[str, str] = Field(default_factory=dict)
     verifier: str = "pagedctx-verdict-engine"
+    isolation: Literal["sandbox", "none"] = "sandbox"  # `none`: the tests ran outside any sandbox
+    notes: tuple[str, ...] = ()  # what a reader must know even of a PASS (an opted-out sandbox)
 
     @model_validator(mode="after")
     def _fail_explained(self) -> VerdictV1:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from typing import Any
 
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,9 +30,15 @@ class Pins(BaseModel):
 
     def allows(self, relative: str) -> bool:
         """Whether a normalised relative path is inside the pins."""
-        allowed = pathspec.PathSpec.from_lines("gitignore", self.allowed_paths)
-        forbidden = pathspec.PathSpec.from_lines("gitignore", self.forbidden_paths)
-        return allowed.match_file(relative) and not forbidden.match_file(relative)
+        return _spec(self.allowed_paths).match_file(relative) and not _spec(self.forbidden_paths).match_file(
+            relative
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec[Any]:
+    """The compiled gitignore-style patterns (a tree's every path is checked against one pin set)."""
+    return pathspec.PathSpec.from_lines("gitignore", patterns)
 
 
 class TaskContext(BaseModel):

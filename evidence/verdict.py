@@ -28,10 +28,12 @@ from pagedctx.evidence.schemas import FailClass, TaskContract, VerdictChecks, Ve
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput
 from pagedctx.evidence.validator import Check, validate_evidence
+from pagedctx.evidence.workcopy import DANGEROUS
 
 __all__ = ["judge"]
 
 _ORDER = (
+    FailCode.SANDBOX_UNAVAILABLE,
     FailCode.SCOPE_CONFLICT,
     FailCode.EVIDENCE_MISSING,
     FailCode.SCHEMA_VIOLATION,
@@ -68,6 +70,27 @@ def _harness_problems(contract: TaskContract, record: RunRecord) -> list[str]:
             )
     if record.shadowing:
         problems.append(f"{list(record.shadowing)} would report under a contract test file's name")
+    if record.isolation != contract.isolation:
+        problems.append(
+            f"the tests ran with isolation {record.isolation!r}, the contract asks for {contract.isolation!r}"
+        )
+    if record.runner_kind != contract.runner:
+        problems.append(
+            f"the run was read as runner {record.runner_kind!r}, the contract names {contract.runner!r}"
+        )
+    if record.tree.unrecoverable:
+        problems.append(
+            f"{list(record.tree.unrecoverable)} changed and their bytes at the task's start were not "
+            "captured (binary, or over 1 MiB at `evidence start`): the tests' tree cannot be rebuilt"
+        )
+    return problems + (
+        _channel_problems(record) if contract.runner == "pytest" else _summary_problems(contract, record)
+    )
+
+
+def _summary_problems(contract: TaskContract, record: RunRecord) -> list[str]:
+    """`runner: other`: each command's JUnit counts against its runner's printed summary."""
+    problems: list[str] = []
     if contract.results_check == "runner_summary":
         for run in record.commands:
             if run.runner is None:
@@ -82,6 +105,53 @@ def _harness_problems(contract: TaskContract, record: RunRecord) -> list[str]:
                     f"disagree with the runner's own output ({run.runner.passed} passed, "
                     f"{run.runner.failed} failed): results written by the code under test are not trusted"
                 )
+    return problems
+
+
+def _channel_problems(record: RunRecord) -> list[str]:
+    """Why the harness plugin's report cannot be trusted (pytest): a record that does not check, a
+    session that never reached its end, no session at all, or a cross-check that disagrees."""
+    problems: list[str] = []
+    if record.sandbox_unavailable is None and not any(run.channel.started for run in record.commands):
+        problems.append(
+            "no pytest session reported to the harness: the contract's tests did not run under pytest "
+            "with the harness plugin (a command that is not pytest needs `runner: other`)"
+        )
+    for run in record.commands:
+        channel = run.channel
+        problems += [f"`{run.command}`: {p}" for p in channel.problems]
+        if channel.started and not channel.ended:
+            problems.append(
+                f"`{run.command}`: the pytest session never reached its end (stopped early: os._exit, "
+                "a crash, a kill): nothing it reported is trusted"
+            )
+        passed = channel.counts()[0]
+        if run.runner is not None and run.runner.passed != passed:
+            problems.append(
+                f"`{run.command}`: the runner's printed summary ({run.runner.passed} passed) disagrees "
+                f"with the harness plugin ({passed} passed)"
+            )
+        if (run.junit.passed or run.junit.failed) and run.junit.passed != passed:
+            problems.append(
+                f"`{run.command}`: the JUnit files ({run.junit.passed} passed) disagree with the harness "
+                f"plugin ({passed} passed): results written by the code under test are not trusted"
+            )
+    return problems
+
+
+def _policy_problems(record: RunRecord) -> list[str]:
+    """Changes that reach for the runner or slip code past the diff (POLICY_VIOLATION)."""
+    problems = [
+        f"{path} (not a test) reaches for {', '.join(labels)}: code under test must not inspect or "
+        "steer the test runner or the harness (docs/evidence.md)"
+        for path, labels in sorted(record.runner_access.items())
+    ]
+    dangerous = sorted(path for path, why in record.tree.dropped.items() if why in DANGEROUS)
+    if dangerous:
+        problems.append(
+            f"{dangerous} were left out of the tests' tree: compiled code the diff cannot show, or a new "
+            "module that would shadow the standard library or an installed package"
+        )
     return problems
 
 
@@ -103,6 +173,11 @@ def _tests(contract: TaskContract, folder: Path, evidence_ok: bool) -> tuple[boo
         f"`{run.command}`: the runner reported {run.runner.failed} failed"
         for run in record.commands
         if run.runner is not None and run.runner.failed
+    ]
+    problems += [
+        f"`{run.command}`: pytest ended with exit status {run.channel.exitstatus}"
+        for run in record.commands
+        if run.channel.ended and run.channel.exitstatus != 0
     ]
     for kind, ids in (
         ("FAIL_TO_PASS", contract.acceptance.fail_to_pass),
@@ -138,6 +213,23 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
     tests_ok, problems, harness = _tests(contract, folder, evidence_ok)
     if harness:
         codes.add(FailCode.EVIDENCE_MISSING)
+    record = _record(folder) if evidence_ok else None
+    notes: list[str] = []
+    if record is not None and record.sandbox_unavailable is not None:
+        codes.add(FailCode.SANDBOX_UNAVAILABLE)
+        problems.append(
+            f"the tests were not run: no sandbox can be made here ({record.sandbox_unavailable}); install "
+            "bubblewrap, or opt out explicitly with `isolation: none` in the contract"
+        )
+    if record is not None and record.isolation == "none":
+        notes.append(
+            "UNSANDBOXED: the contract opted out of the sandbox (isolation: none); the code under test "
+            "could reach the harness"
+        )
+    policy = _policy_problems(record) if record is not None else []
+    if policy:
+        codes.add(FailCode.POLICY_VIOLATION)
+        problems += policy
     if exit_line != "EXIT_CODE=0":
         tests_ok = False
         problems.append(f"the commands ended with {exit_line or 'no EXIT_CODE line'}")
@@ -156,6 +248,8 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
             classes.append(FailClass.TEST_FAILURE)
     if FailCode.SCOPE_CONFLICT in codes:
         classes.insert(0, FailClass.SCOPE_VIOLATION)
+    if policy:
+        classes.insert(0, FailClass.SECURITY_VIOLATION)
     if classified.reason_code is FailCode.POLICY_VIOLATION or _secrets_in_diff(folder):
         codes.add(FailCode.POLICY_VIOLATION)
         classes.insert(0, FailClass.SECURITY_VIOLATION)
@@ -191,4 +285,6 @@ def judge(contract: TaskContract, folder: Path, task: TaskInput | None = None) -
             for name in ("submit.json", "report.md", "selftest.log", "patch.diff", "evidence")
             if (folder / name).exists()
         },
+        isolation=record.isolation if record is not None else contract.isolation,
+        notes=tuple(notes),
     )

@@ -178,6 +178,7 @@ def test_fail_codes_are_the_e2_catalog() -> None:
         "MERGE_CONFLICT",
         "EVIDENCE_MISSING",
         "NEEDS_CLARIFICATION",
+        "SANDBOX_UNAVAILABLE",
     ]
 
 

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -92,12 +93,16 @@ def test_results_written_by_the_code_under_test_are_cross_checked(tmp_path: Path
     }
     verdict = judge(contract, folder, task)
     assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.EVIDENCE_MISSING
-    assert any("disagree with the runner's own output" in m for m in verdict.messages)
-    assert any("the runner reported 1 failed" in m for m in verdict.messages)
+    assert any(
+        "JUnit files (2 passed) disagree with the harness plugin (1 passed)" in m for m in verdict.messages
+    )
+    assert any("FAIL_TO_PASS test_calc.py::test_add: failed" in m for m in verdict.messages)
 
 
-def test_a_run_without_a_runner_summary_is_not_trusted_unless_the_contract_says_so(tmp_path: Path) -> None:
-    """Item 2: results that cannot be cross-checked fail closed; `junit_only` is the explicit opt-out."""
+def test_a_run_without_a_runner_summary_is_judged_by_the_harness_channel(tmp_path: Path) -> None:
+    """Item 2, issue 31 (E1): for pytest the harness plugin's channel is the source, so a run whose
+    output is thrown away still passes on a real fix; for `runner: other` (JUnit files the code
+    under test can write) results that cannot be cross-checked fail closed unless `junit_only`."""
     root = project(tmp_path)
     task = task_for(root)
     quiet = f"{PYTEST} > /dev/null"
@@ -105,10 +110,13 @@ def test_a_run_without_a_runner_summary_is_not_trusted_unless_the_contract_says_
     pre = snapshot(root)
     (root / "calc.py").write_text(FIXED)
     folder = _collect(root, task, contract, tmp_path, pre)
-    verdict = judge(contract, folder, task)
+    assert judge(contract, folder, task).verdict == "PASS"
+    other = contract.model_copy(update={"runner": "other"})
+    folder = _collect(root, task, other, tmp_path / "again", pre)
+    verdict = judge(other, folder, task)
     assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.EVIDENCE_MISSING
     assert any("no test-runner summary" in m for m in verdict.messages)
-    trusting = contract.model_copy(update={"results_check": "junit_only"})
+    trusting = other.model_copy(update={"results_check": "junit_only"})
     assert judge(trusting, folder, task).verdict == "PASS"
 
 
@@ -206,15 +214,15 @@ def test_a_shadowing_file_cannot_report_for_a_contract_test(tmp_path: Path) -> N
 def test_a_background_process_left_by_the_tests_is_ended_before_the_evidence_is_written(
     tmp_path: Path,
 ) -> None:
-    """Item 5: a detached (new session, double-forked) process cannot rewrite the evidence later."""
+    """Item 5, issue 31: a detached (new session, double-forked) process cannot rewrite the evidence
+    later: it dies with the sandbox's PID namespace before collect returns (seen from outside by a
+    marker in its command line)."""
     root = project(tmp_path)
     task = task_for(root)
     contract = contract_for(task)
-    pid_file = tmp_path / "background.pid"
-    payload = (
-        f"import os, time, pathlib; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); "
-        "time.sleep(60)"
-    )
+    marker = f"pagedctx-background-{uuid.uuid4().hex}"
+    flag = "/tmp/background.started"
+    payload = f"import pathlib, time; pathlib.Path({flag!r}).write_text('1'); time.sleep(60)  # {marker}"
     spawn = textwrap.dedent(
         f"""
         import os, subprocess, sys, time
@@ -223,18 +231,20 @@ def test_a_background_process_left_by_the_tests_is_ended_before_the_evidence_is_
             subprocess.Popen([sys.executable, "-c", {payload!r}], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             os._exit(0)
-        while not os.path.exists({str(pid_file)!r}):
+        while not os.path.exists({flag!r}):
             time.sleep(0.01)
         """
     )
     pre = snapshot(root)
     (root / "calc.py").write_text(spawn + CALC)
     folder = _collect(root, task, contract, tmp_path, pre)
-    pid = int(pid_file.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # gone (killed and reaped) before collect returned
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False)
+    assert found.stdout.strip() == ""  # gone (killed with the namespace) before collect returned
     verdict = judge(contract, folder, task)
-    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.CI_FAILED
+    assert (
+        verdict.verdict == "FAIL" and verdict.reason_code is FailCode.POLICY_VIOLATION
+    )  # os._exit in calc.py
+    assert "FAIL_TO_PASS test_calc.py::test_add: failed" in verdict.messages
 
 
 def test_a_rewritten_manifest_is_detected_by_its_seal(tmp_path: Path) -> None:
