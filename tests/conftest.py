@@ -29,6 +29,16 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests of the evidence harness need its sandbox (bubblewrap): they skip without one locally
+    and fail under CI=true, where .ci/run installs it (issue 31; AGENTS.md)."""
+    from system_needs import SANDBOX_MODULES, needs_sandbox
+
+    for item in items:
+        if item.path.name in SANDBOX_MODULES:
+            item.add_marker(needs_sandbox)
+
+
 @pytest.fixture(autouse=True)
 def pagedctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own PAGEDCTX_HOME, so no test reads or writes the user's state."""
