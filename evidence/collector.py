@@ -46,7 +46,7 @@ from pagedctx.evidence.channel import ChannelReport, open_channel
 from pagedctx.evidence.runner_output import RunnerCounts, runner_summary
 from pagedctx.evidence.sandbox import IsolatedRun, SandboxPlan
 from pagedctx.evidence.schemas import Artifacts, SubmitV1, TaskContract, TestsRun
-from pagedctx.evidence.seal import EvidenceKey, key_path, load_key
+from pagedctx.evidence.seal import EvidenceKey, load_key, secret_paths
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.tamper import runner_access
 from pagedctx.evidence.task import TaskInput
@@ -226,14 +226,6 @@ def _plugin_env(harness_mount: str, contract: TaskContract | None) -> dict[str, 
     }
 
 
-def _hidden() -> tuple[Path, ...]:
-    """What no sandbox may see even under a bound folder: the key and pagedctx's own home."""
-    found = [key_path()]
-    if os.environ.get("PAGEDCTX_HOME"):
-        found.append(Path(os.environ["PAGEDCTX_HOME"]))
-    return tuple(p for p in found if p.exists())
-
-
 def _run_one(
     command: str,
     *,
@@ -255,7 +247,7 @@ def _run_one(
                 repo=repo,
                 harness=harness,
                 reports=reports,
-                hidden=_hidden(),
+                hidden=secret_paths(),
                 env={**_plugin_env(sandbox.HARNESS_MOUNT, contract), **ends.env()},
             )
             run = sandbox.run_isolated(
@@ -382,7 +374,7 @@ def collect(
     chosen, limit, guarded = _chosen_commands(task, commands, contract, timeout)
     ids = contract.acceptance.fail_to_pass + contract.acceptance.pass_to_pass if contract else ()
     key = load_key(create=True)
-    read = read_tree(repo)
+    read = read_tree(repo, secret=secret_paths())
     post = read.state()
     diff = tree_diff(pre, post)
     image = harness_tree(pre, read, task.pins, ids)

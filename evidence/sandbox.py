@@ -31,11 +31,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pagedctx.evidence.seal import secret_paths
 from pagedctx.evidence.tree import SKIP_DIRS
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "SandboxPlan",
     "run_isolated",
     "run_on_host",
+    "run_tree_isolated",
     "sandbox_argv",
     "sandbox_env",
     "unavailable",
@@ -62,9 +65,10 @@ _LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 @dataclass(frozen=True)
 class IsolatedRun:
     exit_code: int
-    output: str
+    output: str  # stdout and stderr together, unless they were asked apart
     started: datetime
     finished: datetime
+    errors: str = ""  # stderr, when asked apart
 
 
 @dataclass(frozen=True)
@@ -207,8 +211,10 @@ def run_isolated(
     plan: SandboxPlan,
     timeout: float,
     pass_fds: Iterable[int] = (),
+    apart: bool = False,
 ) -> IsolatedRun:
-    """Run `command` in the sandbox on the tree in `image_fd` (a tar in a sealed memfd)."""
+    """Run `command` in the sandbox on the tree in `image_fd` (a tar in a sealed memfd); with
+    `apart`, stderr is kept apart from stdout."""
     env_path = os.environ.get("PATH", os.defpath)
     fds = (image_fd, *pass_fds)
     inner = [
@@ -228,7 +234,7 @@ def run_isolated(
             sandbox_argv(plan, inner, env_path),
             env={"PATH": env_path},  # bwrap's own environment is readable inside (/proc/1): nothing secret
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE if apart else subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             pass_fds=fds,
             timeout=timeout + 60,  # the reaper inside enforces `timeout`; this guards the sandbox itself
@@ -236,10 +242,39 @@ def run_isolated(
             check=False,
         )
         code, output = done.returncode, done.stdout.decode("utf-8", "replace")
+        errors = (done.stderr or b"").decode("utf-8", "replace")
     except subprocess.TimeoutExpired as exc:
         output = (exc.stdout or b"").decode("utf-8", "replace") + f"\nTIMEOUT after {timeout:g} s\n"
-        code = 124
-    return IsolatedRun(code, output, started, datetime.now(UTC))
+        code, errors = 124, ""
+    return IsolatedRun(code, output, started, datetime.now(UTC), errors)
+
+
+def run_tree_isolated(command: str, tree: Path, *, timeout: float) -> IsolatedRun:
+    """Run a command that is not a verdict's (an evolve score) in the sandbox, on a copy of every
+    regular file of `tree` outside the skipped folders, stdout and stderr apart. No plugin, no
+    channel: what it prints is all there is. Raises OSError when no sandbox can be made here
+    (`unavailable()` says why)."""
+    from pagedctx.evidence.workcopy import TreeImage, read_tree
+
+    reason = unavailable()
+    if reason is not None:
+        raise OSError(reason)
+    read = read_tree(tree, secret=secret_paths())
+    image = TreeImage(files=read.files, from_start=(), dropped=dict(read.passed_over), unrecoverable=())
+    image_fd = image.sealed_fd()
+    try:
+        with tempfile.TemporaryDirectory(prefix="pagedctx-sandbox-") as scratch_name:
+            scratch = Path(scratch_name)
+            harness, reports = scratch / "harness", scratch / "reports"
+            harness.mkdir(mode=0o755)
+            reports.mkdir(mode=0o700)
+            here = Path(__file__).resolve().parent
+            for name in ("sandbox_init.py", "reaper.py"):
+                (harness / name).write_bytes((here / name).read_bytes())
+            plan = SandboxPlan(repo=tree, harness=harness, reports=reports, hidden=secret_paths())
+            return run_isolated(command, image_fd=image_fd, plan=plan, timeout=timeout, apart=True)
+    finally:
+        os.close(image_fd)
 
 
 def run_on_host(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pagedctx.errors import UsageError
 
-__all__ = ["KEY_ENV", "EvidenceKey", "canonical", "key_path", "load_key"]
+__all__ = ["KEY_ENV", "EvidenceKey", "canonical", "key_path", "load_key", "secret_paths", "secrets_within"]
 
 KEY_ENV = "PAGEDCTX_EVIDENCE_KEY_FILE"
 KEY_BYTES = 32
@@ -37,6 +37,26 @@ def key_path() -> Path:
         return Path(chosen)
     config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(config) / "pagedctx" / "evidence.key"
+
+
+def secret_paths() -> tuple[Path, ...]:
+    """What no snapshot, image or sandbox may hold or see, even inside a tree or under a bound
+    folder: the evidence key and pagedctx's own home (issue 31)."""
+    found = [key_path()]
+    if os.environ.get("PAGEDCTX_HOME"):
+        found.append(Path(os.environ["PAGEDCTX_HOME"]))
+    return tuple(p for p in found if p.exists())
+
+
+def secrets_within(tree: Path, secrets: tuple[Path, ...] | None = None) -> frozenset[str]:
+    """The secret paths inside `tree`, relative to it (POSIX), for a walk that must skip them."""
+    root = tree.resolve()
+    found = set()
+    for path in secret_paths() if secrets is None else secrets:
+        real = path.resolve()
+        if real == root or root in real.parents:
+            found.add(real.relative_to(root).as_posix())
+    return frozenset(found)
 
 
 def canonical(document: object) -> bytes:

@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pagedctx.errors import UsageError
-from pagedctx.evidence.seal import EvidenceKey
+from pagedctx.evidence.seal import EvidenceKey, secrets_within
 
 __all__ = ["SKIP_DIRS", "FileState", "RepoState", "load_snapshot", "save_snapshot", "snapshot", "tree_diff"]
 
@@ -55,13 +55,18 @@ class RepoState(BaseModel):
 
 
 def snapshot(repo: Path) -> RepoState:
+    """Every regular file outside the skipped folders; never the evidence key or pagedctx's home,
+    even inside the tree (`seal.secret_paths`)."""
     files: dict[str, FileState] = {}
     texts: dict[str, str] = {}
+    hidden = secrets_within(repo)
     for folder, dirs, names in os.walk(repo):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        here = Path(folder).relative_to(repo).as_posix()
+        prefix = "" if here == "." else here + "/"
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and prefix + d not in hidden)
         for name in sorted(names):
             path = Path(folder) / name
-            if path.is_symlink() or not path.is_file():
+            if path.is_symlink() or not path.is_file() or prefix + name in hidden:
                 continue
             data = path.read_bytes()
             relative = path.relative_to(repo).as_posix()

@@ -48,6 +48,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pagedctx.evidence.acceptance import node_file
+from pagedctx.evidence.seal import secrets_within
 from pagedctx.evidence.task import Pins
 from pagedctx.evidence.tree import SKIP_DIRS, TEXT_LIMIT, FileState, RepoState
 
@@ -61,6 +62,7 @@ DropReason = Literal[
     "symlink",
     "special_file",
     "skipped_folder",  # a folder the snapshot skips (caches, virtual environments, evidence)
+    "secret",  # the evidence key or pagedctx's home, inside the tree: never read, never shown
     "unreadable",
 ]
 DANGEROUS: frozenset[str] = frozenset({"compiled", "shadows"})  # the verdict fails on these
@@ -89,15 +91,20 @@ class ReadTree:
         return RepoState(taken_at=datetime.now(UTC), files=files, texts=texts)
 
 
-def read_tree(repo: Path) -> ReadTree:
-    """Every regular file of `repo` outside the skipped folders, read once (no symlink followed)."""
+def read_tree(repo: Path, *, secret: Iterable[Path] = ()) -> ReadTree:
+    """Every regular file of `repo` outside the skipped folders, read once (no symlink followed).
+    A `secret` path (the evidence key, pagedctx's home) is never read, even inside the tree."""
     read = ReadTree()
+    hidden = secrets_within(repo, tuple(secret))
     for folder, dirs, names in os.walk(repo):
         here = Path(folder)
         for name in sorted(dirs):
             path = here / name
             relative = path.relative_to(repo).as_posix()
-            if name in SKIP_DIRS:
+            if relative in hidden:
+                read.passed_over[relative + "/"] = "secret"
+                dirs.remove(name)
+            elif name in SKIP_DIRS:
                 read.passed_over[relative + "/"] = "skipped_folder"
             elif path.is_symlink():
                 read.passed_over[relative] = "symlink"
@@ -105,6 +112,9 @@ def read_tree(repo: Path) -> ReadTree:
         for name in sorted(names):
             path = here / name
             relative = path.relative_to(repo).as_posix()
+            if relative in hidden:
+                read.passed_over[relative] = "secret"
+                continue
             try:
                 descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:

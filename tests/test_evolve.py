@@ -4,6 +4,7 @@ the working copy, accept, the score contract and the task file."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,21 @@ def test_score_contract(tmp_path: Path) -> None:
     assert "no finite number" in score("""echo '{"score": true}'""")[2]
     assert "exited 3" in score("echo broken >&2; exit 3")[2]
     assert "was killed" in score("sleep 5", timeout=0.2)[2]
+
+
+def test_the_score_command_runs_in_the_sandbox(tmp_path: Path) -> None:
+    """Issue 31: the score command runs the candidate's code, so it runs sandboxed: it cannot see the
+    evidence key, cannot write into the working copy, and with `isolation: none` it runs as before."""
+    key = Path(os.environ["PAGEDCTX_EVIDENCE_KEY_FILE"])
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_bytes(b"k" * 32)
+    (tmp_path / "bench.py").write_text("print('{\"score\": 2}')\n")
+    probe = f"touch planted; test -e {key} && echo '{{\"seen\": 1}}' || python bench.py"
+    spec = ScoreSpec(command=probe)
+    assert run_score(spec, tmp_path) == ({"score": 2}, 2.0, None)
+    assert not (tmp_path / "planted").exists()
+    metrics, _, _ = run_score(spec, tmp_path, isolation="none")
+    assert metrics == {"seen": 1} and (tmp_path / "planted").exists()
 
 
 def test_task_file_is_checked(tmp_path: Path) -> None:

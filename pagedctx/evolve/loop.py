@@ -368,7 +368,9 @@ class Evolution:
         metrics: dict[str, Any] = {}
         score = error = None
         if self.task.score is not None:
-            metrics, score, error = run_score(self.task.score, self.workspace.work)
+            metrics, score, error = run_score(
+                self.task.score, self.workspace.work, isolation=self.task.isolation
+            )
             draft.marks.mark("score")
         seconds = dict(draft.marks.marks)
         seconds["total"] = round(sum(seconds.values()), 4)

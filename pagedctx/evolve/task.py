@@ -53,6 +53,9 @@ class EvolveTask(BaseModel):
     test_commands: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: int = Field(default=900, gt=0)
     results_check: Literal["runner_summary", "junit_only"] = "runner_summary"
+    runner: Literal["pytest", "other"] = "pytest"
+    pytest_plugins: tuple[str, ...] = ()
+    isolation: Literal["sandbox", "none"] = "sandbox"
     score: ScoreSpec | None = None
 
     def task_input(self) -> TaskInput:
@@ -72,6 +75,9 @@ class EvolveTask(BaseModel):
             test_commands=self.test_commands,
             timeout_seconds=self.timeout_seconds,
             results_check=self.results_check,
+            runner=self.runner,
+            pytest_plugins=self.pytest_plugins,
+            isolation=self.isolation,
         )
 
 
