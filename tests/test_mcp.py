@@ -13,9 +13,21 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from evolve_support import PYTEST, write_task
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import FIXED_ADD, agent_tools, call, http_server, project, stdio_client
+from mcp_support import (
+    FIXED_ADD,
+    agent_tools,
+    call,
+    http_client,
+    http_server,
+    project,
+    raw_post,
+    read,
+    stdio_client,
+    stored_sessions,
+)
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
@@ -143,7 +155,8 @@ def test_a_scripted_agent_fixes_the_failing_test_over_stdio_and_the_session_resu
 @pytest.mark.slow
 def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     """`--http PORT` on 127.0.0.1: the SDK's HTTP client lists and calls tools with the token; a
-    request without it is a 401; each MCP session is its own pagedctx session."""
+    request without it is a 401; each MCP session is its own pagedctx session, stored under the
+    token's tenant (issue 31)."""
     project(tmp_path)
     with http_server(tmp_path, env={"PAGEDCTX_MCP_TOKENS": "secret-token-1"}) as url:
         with httpx2.Client(timeout=10) as plain:
@@ -168,9 +181,9 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
     sessions = {key.split("/")[2] for key in store.scan_keys("pagedctx/session/") if key.endswith("/inputs")}
     store.close()
-    token_session = "mcp.t" + hashlib.sha256(b"secret-token-1").hexdigest()[:16]  # stateless: the token's
-    assert token_session in sessions, sessions
-    assert any(re.fullmatch(r"mcp\.[0-9a-f]{32}", s) for s in sessions), sessions  # a stateful client's
+    tenant = hashlib.sha256(b"secret-token-1").hexdigest()[:16]  # stored under the token's tenant
+    assert f"{tenant}.mcp.t{tenant}" in sessions, sessions  # stateless: the token's own session
+    assert any(re.fullmatch(rf"{tenant}\.mcp\.[0-9a-f]{{32}}", s) for s in sessions), sessions  # stateful
 
 
 def test_the_cli_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
@@ -182,3 +195,251 @@ def test_the_cli_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
     assert open_host.exit_code == 2 and "without a bearer token" in open_host.output
     bad_session = runner.invoke(app, ["mcp", "--repo", str(root), "--session", "a/b"])
     assert bad_session.exit_code == 2 and "--session 'a/b'" in bad_session.output
+    for token in ("t\u00f6k\u00e9n-long-1", "two words here"):  # no client could send it (issue 31)
+        bad_token = runner.invoke(app, ["mcp", "--repo", str(root)], env={"PAGEDCTX_MCP_TOKENS": token})
+        assert bad_token.exit_code == 2 and "printable ASCII without spaces" in bad_token.output
+
+
+# -- issue 31: the server's own task only, one tenant per token, no session made by a read ------
+
+
+def _forged_task(marker: Path) -> str:
+    """A task an agent writes: its test command leaves `marker` (ran as the server's user) and its
+    acceptance asks only for the test that already passes."""
+    run = f"python -c \"open({str(marker)!r}, 'w').write('ran')\""
+    return json.dumps(
+        {
+            "task_id": "6f1b1ad2-7c1d-4e8a-9d27-2f4f1d8b6a01",
+            "goal": "anything",
+            "pins": {"allowed_paths": ["calc/**"]},
+            "acceptance": {"fail_to_pass": [], "pass_to_pass": ["tests/test_ops.py::test_mul"]},
+            "test_commands": [
+                f"{run} && {PYTEST} tests/test_ops.py::test_mul --junitxml=$PAGEDCTX_REPORTS/junit.xml"
+            ],
+        }
+    )
+
+
+def test_run_checks_never_runs_a_task_file_the_agent_names(tmp_path: Path) -> None:
+    """E1, E3, issue 31: a server started without --task has no checks to run: run_checks refuses
+    with NO_TASK, and a task file the agent wrote inside its pins and names is never read, let
+    alone executed (today its test command ran as the server's user)."""
+    marker = tmp_path / "ran-as-server"
+    server = build_server(agent_tools(tmp_path, task=None, allow_edit=("calc/**",)), "s1")
+    forged = {"file_path": "calc/t.json", "action_type": "CREATE_FILE", "new_content": _forged_task(marker)}
+
+    async def run() -> None:
+        async with Client(server) as client:
+            error, report = await call(client, "apply_edits", modifications=[forged])
+            assert not error and json.loads(report)["applied"] is True
+            error, text = await call(client, "run_checks", task="calc/t.json")
+            assert error and "task" in text and "not accepted" in text, text
+            error, text = await call(client, "run_checks")
+            assert error and text.endswith(
+                ": NO_TASK: this server has no task (it was started without --task), so there are no "
+                "checks to run: run_checks runs only the task the server was started with (restart it "
+                "with --task TASK.json)"
+            ), text
+
+    anyio.run(run)
+    assert not marker.exists()
+
+
+def test_reading_a_resource_never_makes_a_session(tmp_path: Path) -> None:
+    """Issue 31: a session's context read by an id nobody made is a not-found protocol error, and
+    the store holds no session afterwards (today the read made one)."""
+    server = build_server(agent_tools(tmp_path), "s1")
+
+    async def run() -> None:
+        async with Client(server) as client:
+            error, text = await read(client, "pagedctx://sessions/nobody/context")
+            assert error and text == "no session 'nobody': session_ask starts one", text
+            error, text = await read(client, "pagedctx://context")  # s1 asked nothing yet
+            assert error and text == "no session 's1': session_ask starts one", text
+            error, text = await read(client, "pagedctx://outline/calc/nope.py")
+            assert error and "is not an indexed file" in text, text  # the reason, not a crash
+
+    anyio.run(run)
+    assert stored_sessions(tmp_path) == set()
+
+
+@pytest.mark.slow
+def test_run_checks_runs_the_task_read_at_start_over_stdio(tmp_path: Path) -> None:
+    """E1, E2, E3, issue 31, over stdio: run_checks has no argument in its schema and refuses any
+    it is given (a task path, relative or absolute, a contract); the server's task file, inside the
+    repository and the pins, cannot be edited (SCOPE_CONFLICT), and when the code under test
+    rewrites it, the next check still runs the task read at start (FAIL: add still subtracts)."""
+    root, _ = project(tmp_path)
+    task = write_task(root / "calc" / "task.json")
+    marker = tmp_path / "ran-as-server"
+    forged = _forged_task(marker)
+    rewrites = (  # add still subtracts; calling it rewrites the server's task file
+        "def add(a, b):\n"
+        '    """Add two numbers."""\n'
+        "    import pathlib\n"
+        f"    pathlib.Path(__file__).with_name('task.json').write_text({forged!r})\n"
+        "    return a - b\n"
+    )
+
+    async def agent() -> None:
+        async with stdio_client(tmp_path, task=task) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert listed["run_checks"].input_schema.get("properties", {}) == {}
+            create = {"file_path": "calc/t.json", "action_type": "CREATE_FILE", "new_content": forged}
+            error, report = await call(client, "apply_edits", modifications=[create])
+            assert not error and json.loads(report)["applied"] is True
+            for arguments in (
+                {"task": "calc/t.json"},
+                {"task": str(root / "calc" / "t.json")},
+                {"task": "../proj/calc/t.json"},
+                {"contract": "calc/t.json"},
+            ):
+                error, text = await call(client, "run_checks", **arguments)
+                assert error and "not accepted" in text and "started with" in text, text
+            own = {"file_path": "calc/task.json", "action_type": "CREATE_FILE", "new_content": forged}
+            error, text = await call(client, "apply_edits", modifications=[own])
+            assert (
+                error
+                and "SCOPE_CONFLICT: modification 1: 'calc/task.json' is this server's task file" in text
+            )
+            change = {**_fix(), "new_content": rewrites}
+            error, report = await call(client, "apply_edits", modifications=[change])
+            assert not error and json.loads(report)["applied"] is True
+            error, first = await call(client, "run_checks")
+            assert not error and json.loads(first)["verdict"] == "FAIL", first
+            assert json.loads(task.read_text())["goal"] == "anything"  # the code under test rewrote it
+            error, second = await call(client, "run_checks")
+            assert not error and json.loads(second)["verdict"] == "FAIL", second
+
+    anyio.run(agent)
+    assert not marker.exists()
+
+
+def _operator_session(tmp_path: Path, name: str) -> str:
+    """A session made before the server starts (an operator's, resumed with --session)."""
+    from pagedctx.session import Session
+
+    with Session.open(store=f"sqlite:///{tmp_path / 'state.db'}", session_id=name, runtime="inproc") as made:
+        made.add_repo(tmp_path / "proj")
+        return str(made.look("why does add subtract").xml)
+
+
+def _tokens(tmp_path: Path, *tokens: str) -> Path:
+    path = tmp_path / "tokens"
+    path.write_text("".join(f"{t}\n" for t in tokens))
+    return path
+
+
+@pytest.mark.slow
+def test_each_bearer_token_is_a_tenant_over_http(tmp_path: Path) -> None:
+    """D2, issue 31, over streamable HTTP with two tokens: what token A made (an X-Session-Id
+    session, its token's own session) is invisible to token B through every tool and resource; a
+    foreign id answers exactly as a missing one; `pagedctx://context` is the caller's session,
+    never the operator's; A's stateful MCP session answers B's requests as an unknown one (404);
+    reads make no session."""
+    a, b = "tenant-a-token-1", "tenant-b-token-2"
+    project(tmp_path)
+    operator = _operator_session(tmp_path, "operator-1")
+    assert operator.startswith("<PagedContext")
+    a_default = "mcp.t" + hashlib.sha256(a.encode()).hexdigest()[:16]
+    with http_server(
+        tmp_path, "--token-file", str(_tokens(tmp_path, a, b)), "--session", "operator-1"
+    ) as url:
+
+        async def run() -> None:
+            async with http_client(url, a, "shared") as client_a:
+                error, made = await call(client_a, "session_ask", intent="why does add subtract")
+                assert not error and made.startswith("<PagedContext")
+                page = re.findall(r'<Node id="([0-9a-f]{8})"', made)[-1]
+                error, own = await read(client_a, "pagedctx://sessions/shared/context")
+                assert not error and own == made
+            async with http_client(url, a) as client_a:  # A's token's own session
+                error, text = await call(client_a, "session_ask", intent="which test fails")
+                assert not error and text.startswith("<PagedContext")
+            async with http_client(url, b, "shared") as client_b:
+                error, missing = await read(client_b, "pagedctx://sessions/never-made/context")
+                assert error and missing == "no session 'never-made': session_ask starts one", missing
+                error, text = await read(client_b, "pagedctx://sessions/shared/context")
+                assert error and text == missing.replace("never-made", "shared"), text
+                error, text = await read(client_b, f"pagedctx://sessions/{a_default}/context")
+                assert error and text == missing.replace("never-made", a_default), text
+                error, text = await read(client_b, "pagedctx://context")  # B's "shared": not made yet
+                assert error and text == missing.replace("never-made", "shared"), text
+                for tool in ("consult", "shelve"):
+                    error, text = await call(client_b, tool, page_id=page)
+                    expected = f"Error executing tool {tool}: " + missing.replace("never-made", "shared")
+                    assert error and text == expected, text
+            async with http_client(url, b) as client_b:  # B's own session: nothing of A's, nor the operator's
+                error, text = await read(client_b, "pagedctx://context")
+                assert error and "no session 'mcp.t" in text, text
+            async with http_client(url, a, "shared") as client_a:  # A's session is as A left it
+                error, own = await read(client_a, "pagedctx://sessions/shared/context")
+                assert not error and own == made
+
+        anyio.run(run)
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        with httpx2.Client(timeout=30, headers=accept) as plain:
+            opened = plain.post(url, json=opening, headers={"Authorization": f"Bearer {a}"})
+            assert opened.status_code == 200
+            connection = opened.headers["mcp-session-id"]
+            foreign = plain.post(
+                url, json=listing, headers={"Authorization": f"Bearer {b}", "Mcp-Session-Id": connection}
+            )
+            unknown = plain.post(
+                url, json=listing, headers={"Authorization": f"Bearer {b}", "Mcp-Session-Id": "f" * 32}
+            )
+            assert (
+                (foreign.status_code, foreign.text)
+                == (unknown.status_code, unknown.text)
+                == (404, unknown.text)
+            )
+            mine = plain.post(
+                url, json=listing, headers={"Authorization": f"Bearer {a}", "Mcp-Session-Id": connection}
+            )
+            assert mine.status_code == 200
+    tenant_a = hashlib.sha256(a.encode()).hexdigest()[:16]
+    assert stored_sessions(tmp_path) == {"operator-1", f"{tenant_a}.shared", f"{tenant_a}.{a_default}"}
+
+
+@pytest.mark.slow
+def test_a_malformed_authorization_header_is_a_401_never_a_500(tmp_path: Path) -> None:
+    """Issue 31, raw bytes on a socket: a non-ASCII Authorization header (UTF-8 or Latin-1), an
+    empty one, a missing or other scheme, extra spaces or words, two headers: each is a 401 with a
+    JSON body; a non-UTF-8 byte in another header never turns a good token into a 500."""
+    project(tmp_path)
+    good = b"Bearer secret-token-1"
+    with http_server(tmp_path, "--token-file", str(_tokens(tmp_path, "secret-token-1"))) as url:
+        for value in (
+            "Bearer t\u00f6k\u00e9n".encode(),
+            "Bearer t\u00f6k\u00e9n".encode("latin-1"),
+            b"Bearer secret-token-1\xff",
+            b"",
+            b"Bearer",
+            b"Bearer ",
+            b"secret-token-1",
+            b"Basic secret-token-1",
+            b"Bearer  secret-token-1",
+            b"Bearer secret-token-1 secret-token-1",
+        ):
+            status, headers, body = raw_post(url, [(b"Authorization", value)])
+            assert status == 401 and headers.get("www-authenticate") == "Bearer", (value, status, body)
+            assert "bearer token" in json.loads(body)["error"], body
+        status, _, body = raw_post(
+            url, [(b"Authorization", good), (b"Authorization", b"Bearer other-token-2")]
+        )
+        assert status == 401, body
+        status, _, body = raw_post(url, [(b"Authorization", good), (b"X-Note", b"caf\xe9 \xff")])
+        assert status not in (401, 500), (status, body)
+        status, _, body = raw_post(url, [(b"Authorization", good)])
+        assert status not in (401, 500), (status, body)

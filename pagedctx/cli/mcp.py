@@ -29,6 +29,8 @@ def _tokens(token_file: Path | None) -> tuple[str, ...]:
         tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     if any(len(t) < 8 for t in tokens):
         raise UsageError("MCP bearer tokens must be at least 8 characters long")
+    if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
+        raise UsageError("MCP bearer tokens are printable ASCII without spaces (as HTTP headers carry them)")
     return tuple(tokens)
 
 

@@ -4,28 +4,63 @@ each answering with text a model reads without our docs, or raising a `PagedctxE
 message says what was wrong (the server turns it into a tool error, never a crash).
 
 Writes stay inside what the server was started with: edits go to the first repository, bounded
-by the pins (the task file's, or `--allow-edit` globs; without either every edit is refused);
-checks write their evidence under the pagedctx home and run the task's own commands in the
-repository. Each agent session is a pagedctx session in the store, resumable by its id.
+by the pins (the task file's, or `--allow-edit` globs; without either every edit is refused), and
+never touch the server's own task file; checks run only the task read at start (kept in memory:
+the file is never read again, and no tool names another), write their evidence under the pagedctx
+home and run that task's commands in the repository.
+
+Each agent session is a pagedctx session in the store, resumable by its id, named by a
+`SessionRef`: the id the caller sees and its tenant (a bearer token's, over HTTP with tokens),
+stored as `{tenant}.{id}`, so one tenant never reaches another's sessions. A session is made only
+by `session_ask`; everything else answers a session nobody made, or another tenant's, with the
+same `no session 'ID'` refusal.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pagedctx.errors import BusFault, PagedctxError, UsageError
+from pagedctx.errors import BusFault, PagedctxError, ScopeConflict, UsageError
 
-__all__ = ["PCR_VIEWS", "AgentTools", "McpSettings"]
+__all__ = ["PCR_VIEWS", "AgentTools", "McpSettings", "SessionRef", "missing_session"]
 
 PCR_VIEWS = ("exist", "definition", "api", "impl", "asm", "summary", "callchain")
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,95}$")
+TENANT = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """A session as its caller names it: `id` (what the caller sees and sends), `tenant` (the
+    caller's bearer token's, None for the server's operator: stdio, or HTTP without tokens)."""
+
+    id: str
+    tenant: str | None = None
+
+    def __post_init__(self) -> None:
+        if not SESSION_ID.match(self.id):
+            raise UsageError(f"session id {self.id!r}: use 1-96 letters, digits and . _ : -")
+        if self.tenant is not None and not TENANT.match(self.tenant):
+            raise UsageError(f"tenant {self.tenant!r}: 16 hex digits")
+
+    @property
+    def stored(self) -> str:
+        """The session's name in the store and under the home: `{tenant}.{id}` for a tenant."""
+        return self.id if self.tenant is None else f"{self.tenant}.{self.id}"
+
+
+def missing_session(ref: SessionRef) -> str:
+    """The one answer for a session nobody made and for another tenant's (no existence oracle)."""
+    return f"no session {ref.id!r}: session_ask starts one"
 
 
 class McpSettings(BaseModel):
@@ -45,6 +80,12 @@ class McpSettings(BaseModel):
     tokens: tuple[str, ...] = ()
 
 
+NO_TASK = (
+    "NO_TASK: this server has no task (it was started without --task), so there are no checks to "
+    "run: run_checks runs only the task the server was started with (restart it with --task TASK.json)"
+)
+
+
 class AgentTools:
     """The tools of one server (see the module docstring); thread-safe per session (store locks)."""
 
@@ -55,7 +96,10 @@ class AgentTools:
         for root in self.roots:
             if not root.is_dir():
                 raise UsageError(f"--repo {root} is not a directory")
+        # Read once, here: run_checks judges by this copy, never by the file (the code under test
+        # may rewrite it) and never by a file a tool names.
         self.task = self._load_task(settings.task) if settings.task is not None else None
+        self._task_file = Path(os.path.realpath(settings.task)) if settings.task is not None else None
         self._starts: dict[str, Any] = {}
         self._guard = threading.Lock()
 
@@ -115,7 +159,10 @@ class AgentTools:
         root = self._root(repo)
         index = self._index(root)
         base = Path(index.meta().base or root)
-        relative = (root / path).resolve()
+        try:
+            relative = (root / path).resolve()
+        except (OSError, ValueError) as exc:  # a NUL byte, a symlink loop
+            raise UsageError(f"{path!r} is not a path of {root.name}: {exc}") from None
         if not relative.is_relative_to(root):
             raise UsageError(f"{path} is outside the repository {root.name}")
         meta = index.file(relative.relative_to(base).as_posix())
@@ -138,38 +185,48 @@ class AgentTools:
 
     # -- the agent's session --------------------------------------------------------------------
 
-    def _session(self, session_id: str) -> Any:
+    def _session(self, ref: SessionRef, *, make: bool = False) -> Any:
+        """The session `ref` names, with the repositories added; `make`: start it if nobody has
+        (only session_ask does), else a session that is not in the store is refused."""
         from pagedctx.session import Session
 
-        if not SESSION_ID.match(session_id):
-            raise UsageError(f"session id {session_id!r}: use 1-96 letters, digits and . _ : -")
-        session = Session.open(config=self.config, session_id=session_id)
-        for root in self.roots:
-            session.add_repo(root)  # idempotent: a resumed session already has them
+        session = Session.open(config=self.config, session_id=ref.stored)
+        if not make and session.is_new:
+            session.close()
+            raise UsageError(missing_session(ref))
+        try:
+            for root in self.roots:
+                session.add_repo(root)  # idempotent: a resumed session already has them
+        except BaseException:
+            session.close()
+            raise
         return session
 
-    def session_ask(self, session_id: str, intent: str, budget: int | None = None) -> str:
+    def session_ask(self, ref: SessionRef, intent: str, budget: int | None = None) -> str:
         """The `<PagedContext>` for `intent`: the Router addresses pages, nobody acts (then zoom)."""
-        with self._session(session_id) as session, session.locked():
+        with self._session(ref, make=True) as session, session.locked():
             return str(session.look(intent, budget or self.settings.budget).xml)
 
-    def zoom(self, session_id: str, move: dict[str, Any], budget: int | None = None) -> str:
+    def zoom(self, ref: SessionRef, move: dict[str, Any], budget: int | None = None) -> str:
         """One Consult / Explore / Shelve on the session's latest intent: the new context, or a
         BusFault whose message is the fault (nothing changed)."""
-        with self._session(session_id) as session, session.locked():
+        with self._session(ref) as session, session.locked():
             result = session.zoom([move], budget or self.settings.budget)
         faults = [f for r in result.rounds for f in r.faults]
         if faults:
             raise BusFault(f"Bus Fault: {'; '.join(faults)} (nothing changed; the context is as before)")
         return str(result.xml)
 
-    def context(self, session_id: str) -> str:
-        """The session's latest context, or a line saying there is none yet."""
-        with self._session(session_id) as session:
+    def context(self, ref: SessionRef) -> str | None:
+        """The session's latest context, a line saying there is none yet, or None when the session
+        is not in the store (a read never makes one)."""
+        from pagedctx.session import Session
+
+        with Session.open(config=self.config, session_id=ref.stored) as session:
+            if session.is_new:
+                return None
             last = session.last
-        return (
-            last.xml if last is not None else f"session {session_id} has no context yet: call session_ask\n"
-        )
+        return last.xml if last is not None else f"session {ref.id} has no context yet: call session_ask\n"
 
     # -- edits and checks ----------------------------------------------------------------------
 
@@ -191,9 +248,26 @@ class AgentTools:
             "or --allow-edit GLOB)"
         )
 
-    def apply_edits(self, modifications: Sequence[dict[str, Any]], session_id: str | None = None) -> str:
-        """Chunk-anchored edits to the first repository, all or nothing, inside the pins; the
-        report as JSON. A refusal raises the E2 fault (its code in the message); nothing is written."""
+    def _never_the_task_file(self, modifications: Sequence[Any]) -> None:
+        """SCOPE_CONFLICT for an edit whose path is the server's task file (named, or through a
+        symlink): the task stays as the server read it, for this server and the next."""
+        if self._task_file is None:
+            return
+        for number, mod in enumerate(modifications, start=1):
+            try:
+                real = Path(os.path.realpath(self.roots[0] / mod.file_path))
+            except (OSError, ValueError):
+                continue  # a path the editor refuses anyway (a NUL byte, ...)
+            if real == self._task_file:
+                raise ScopeConflict(
+                    f"modification {number}: {mod.file_path!r} is this server's task file; the task "
+                    "and its checks are fixed when the server starts and are never edited"
+                )
+
+    def apply_edits(self, modifications: Sequence[dict[str, Any]], ref: SessionRef | None = None) -> str:
+        """Chunk-anchored edits to the first repository, all or nothing, inside the pins and never
+        the server's task file; the report as JSON. A refusal raises the E2 fault (its code in the
+        message); nothing is written."""
         from pagedctx.host.edit.editor import apply_modifications
         from pagedctx.host.edit.modification import ModificationBatch
         from pagedctx.host.ingest.index import Index
@@ -205,24 +279,25 @@ class AgentTools:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise UsageError(f"modifications: {where}: {first['msg']} (docs/mcp.md: apply_edits)") from None
-        if session_id is not None:
-            self._start(session_id)  # the checks' base: before the first edit
+        self._never_the_task_file(batch.modifications)
+        if ref is not None:
+            self._start(ref)  # the checks' base: before the first edit
         root = self.roots[0]
         index = Index.open(self.config.store_url, tokenizer=self.config.tokenizer)
         with self._guard:  # one batch at a time per server: a batch is all or nothing
             report = apply_modifications(root, batch.modifications, pins, formatters={}, index=index)
         return str(report.model_dump_json(indent=2))
 
-    def _start(self, session_id: str) -> Any:
+    def _start(self, ref: SessionRef) -> Any:
         """The repository's state when the session first edited or checked: sealed, kept in the
         pagedctx home, so a resumed session judges against the same base."""
         from pagedctx.evidence.seal import load_key
         from pagedctx.evidence.tree import load_snapshot, save_snapshot, snapshot
 
         with self._guard:
-            if session_id in self._starts:
-                return self._starts[session_id]
-            path = Path(self.config.home) / "mcp" / session_id / "start.json"
+            if ref.stored in self._starts:
+                return self._starts[ref.stored]
+            path = Path(self.config.home) / "mcp" / ref.stored / "start.json"
             key = load_key(create=True)
             if path.is_file():
                 state = load_snapshot(path, key)
@@ -230,19 +305,21 @@ class AgentTools:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 state = snapshot(self.roots[0])
                 save_snapshot(path, state, key)
-            self._starts[session_id] = state
+            self._starts[ref.stored] = state
             return state
 
-    def run_checks(self, session_id: str, task: str | None = None) -> str:
-        """The task's test commands under the evidence harness, then the verdict (fail closed), as
-        JSON: verdict, reason code, messages, and the evidence folder."""
+    def run_checks(self, ref: SessionRef) -> str:
+        """The test commands of the task the server was started with (as read then) under the
+        evidence harness, then the verdict (fail closed), as JSON: verdict, reason code, messages,
+        and the evidence folder. Without a task: NO_TASK."""
         from pagedctx.evidence.collector import collect
         from pagedctx.evidence.verdict import judge
 
-        chosen = self._checked_task(task)
-        pre = self._start(session_id)
-        task_input, contract = chosen.task_input(), chosen.contract()
-        artifacts = Path(self.config.home) / "mcp" / session_id / "artifacts"
+        if self.task is None:
+            raise UsageError(NO_TASK)
+        pre = self._start(ref)
+        task_input, contract = self.task.task_input(), self.task.contract()
+        artifacts = Path(self.config.home) / "mcp" / ref.stored / "artifacts"
         folder = collect(task_input, self.roots[0], pre=pre, contract=contract, artifacts_root=artifacts)
         verdict = judge(contract, folder, task_input)
         out = {
@@ -252,16 +329,6 @@ class AgentTools:
             "evidence_dir": str(folder),
         }
         return json.dumps(out, indent=2)
-
-    def _checked_task(self, task: str | None) -> Any:
-        if task is None:
-            if self.task is None:
-                raise UsageError("no task: start the server with --task TASK.json, or name a task file")
-            return self.task
-        path = (self.roots[0] / task).resolve()
-        if not any(path.is_relative_to(root) for root in self.roots):
-            raise UsageError(f"task file {task} is outside the repositories this server reads")
-        return self._load_task(path)
 
 
 def error_text(exc: PagedctxError) -> str:
