@@ -109,6 +109,33 @@ def test_git_is_never_editable_whatever_the_pins_say(repo: Path, action: ActionT
     assert snapshot(repo) == before
 
 
+SKIPPED_PATHS = [
+    ".venv/lib/python3.11/site-packages/planted.pth",
+    "node_modules/evil/index.js",
+    "tests/artifacts/conftest.py",
+    "pkg/__pycache__/calc.cpython-311.pyc",
+    ".pytest_cache/v/cache/lastfailed",
+]
+
+
+@pytest.mark.parametrize("path", SKIPPED_PATHS)
+def test_a_folder_the_snapshot_skips_is_never_editable(repo: Path, path: str) -> None:
+    """Issue 31 class 1/6 (E3): a change inside a folder the evidence snapshot skips would not show
+    in the diff (a planted .pth, a conftest under artifacts/), so no pins make it editable."""
+    (repo / "linked_venv").symlink_to(".venv", target_is_directory=True)
+    (repo / ".venv").mkdir()
+    before = snapshot(repo)
+    for target in (path, "linked_venv/planted.pth"):
+        with pytest.raises(ScopeConflict, match="a folder the evidence snapshot skips"):
+            apply_modifications(
+                repo,
+                [mod(target, ActionType.CREATE_FILE, content="x = 1\n")],
+                EVERYTHING,
+                formatters=NO_FORMAT,
+            )
+    assert snapshot(repo) == before
+
+
 def test_a_separate_git_dir_inside_the_tree_is_found_through_the_git_file(tmp_path: Path) -> None:
     """Issue 13 item 7, E3: `git init --separate-git-dir meta` leaves `.git` a file pointing at
     `meta/`; that folder is the repository's git directory and is refused like `.git/`."""

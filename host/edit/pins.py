@@ -7,7 +7,9 @@ folder or file at any depth, named directly, through `..`, through a symlink, or
 and the git directory a `.git` *file* points at (a worktree, a submodule, `--separate-git-dir`)
 when it lies under the root. `.git/config` can run commands (`core.fsmonitor`, hooks) the moment
 the evidence collector calls `git diff`. Names compare case-insensitively: on a case-insensitive
-file system `.GIT/config` is `.git/config`.
+file system `.GIT/config` is `.git/config`. Nor is anything inside a folder the evidence snapshot
+skips (`evidence.tree.SKIP_DIRS`: `.venv`, `node_modules`, `__pycache__`, ...): a change there
+would not show in the diff (issue 31).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
+from pagedctx.evidence.tree import SKIP_DIRS
 
 __all__ = ["resolve_in_pins"]
 
@@ -36,12 +39,24 @@ def _is_git(parts: Iterable[str]) -> bool:
     return any(part.casefold() == _GIT for part in parts)
 
 
+def _unseen(path: str, parts: Iterable[str]) -> None:
+    """A folder the evidence snapshot skips (a virtual environment, node_modules, caches, evidence)
+    is never editable: a change there is invisible to the diff and never reaches the tests."""
+    hidden = sorted({p for p in parts if p in SKIP_DIRS})
+    if hidden:
+        raise ScopeConflict(
+            f"{path!r} is inside {hidden[0]!r}, a folder the evidence snapshot skips: a change there would "
+            "not show in the diff, so it is never editable (issue 31)"
+        )
+
+
 def _clean(path: str) -> str:
     if "\x00" in path:
         raise ScopeConflict(f"{path!r} holds a NUL byte")
     parts = path.replace("\\", "/").split("/")
     if _is_git(parts):
         raise _never_git(path, "names a .git folder or file")
+    _unseen(path, parts)
     if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
         raise ScopeConflict(f"{path!r} is absolute; edit paths are relative to the repository root")
     if ".." in parts:
@@ -100,6 +115,7 @@ def resolve_in_pins(root: Path, path: str, pins: Pins, *, must_exist: bool = Fal
     real_relative = real.relative_to(base).as_posix()
     if _is_git(real.relative_to(base).parts):
         raise _never_git(path, f"resolves to {real_relative!r}, inside a .git folder (a symlink)")
+    _unseen(path, real.relative_to(base).parts)
     gitdir = _git_dir_holding(base, real)
     if gitdir is not None:
         shown = gitdir.relative_to(base).as_posix() if base in gitdir.parents else str(gitdir)
