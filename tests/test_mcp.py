@@ -267,8 +267,9 @@ def test_reading_a_resource_never_makes_a_session(tmp_path: Path) -> None:
 def test_run_checks_runs_the_task_read_at_start_over_stdio(tmp_path: Path) -> None:
     """E1, E2, E3, issue 31, over stdio: run_checks has no argument in its schema and refuses any
     it is given (a task path, relative or absolute, a contract); the server's task file, inside the
-    repository and the pins, cannot be edited (SCOPE_CONFLICT), and when the code under test
-    rewrites it, the next check still runs the task read at start (FAIL: add still subtracts)."""
+    repository and the pins, cannot be edited (SCOPE_CONFLICT), and code under test that tries to
+    rewrite it reaches only the sandbox's copy; each check runs the task read at start (FAIL: add
+    still subtracts)."""
     root, _ = project(tmp_path)
     task = write_task(root / "calc" / "task.json")
     marker = tmp_path / "ran-as-server"
@@ -307,7 +308,8 @@ def test_run_checks_runs_the_task_read_at_start_over_stdio(tmp_path: Path) -> No
             assert not error and json.loads(report)["applied"] is True
             error, first = await call(client, "run_checks")
             assert not error and json.loads(first)["verdict"] == "FAIL", first
-            assert json.loads(task.read_text())["goal"] == "anything"  # the code under test rewrote it
+            # the code under test ran in the sandbox, on a copy: the server's task file is untouched
+            assert json.loads(task.read_text())["goal"] != "anything"
             error, second = await call(client, "run_checks")
             assert not error and json.loads(second)["verdict"] == "FAIL", second
 
