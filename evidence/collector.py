@@ -1,23 +1,25 @@
 """The evidence collector (E6, E8): the harness, not the agent, runs the tests and writes the record.
 
 `collect(task, repo, pre=..., contract=...)` after the candidate is done:
-1. snapshots the tree and diffs it against the starting snapshot (`evidence.tree`): the diff and the
-   changed and new files come from the same base, before any test runs;
-2. puts the files that decide back as they were at the start (`evidence.acceptance`: the contract's
-   test files and their runner hooks), runs exactly the contract's `test_commands`, each through the
-   reaper (nothing it started outlives it) with a fresh, empty JUnit folder outside the repository
-   and the evidence (`$PAGEDCTX_REPORTS`), and `PYTHONPYCACHEPREFIX` pointing at a fresh folder (no
-   bytecode planted in the tree is loaded); then gives the candidate's files back;
+1. reads the candidate's tree once (`evidence.workcopy.read_tree`) and diffs it against the sealed
+   starting snapshot: the diff and the changed and new files come from the same base;
+2. builds from the same bytes the tree the tests run on (`evidence.workcopy.harness_tree`: the
+   start, plus the candidate's admissible changes inside the pins; the files that decide the run
+   are the start's), and runs exactly the contract's `test_commands`, each in a fresh sandbox
+   (`evidence.sandbox`) with a fresh JUnit folder (`$PAGEDCTX_REPORTS`) and, for pytest, the
+   harness plugin reporting over its channel (`evidence.channel`); no sandbox here, and the
+   contract did not opt out: nothing runs (SANDBOX_UNAVAILABLE);
 3. only when every process is gone, moves any earlier evidence of the task aside
    (`scc_tasks/.superseded/{task_id}/{time}/`) and writes a fresh folder,
    `<artifacts root>/scc_tasks/{task_id}/`:
    - `selftest.log`: per command the timestamps, working directory, the command and its output;
      last line `EXIT_CODE=<int>` (the first non-zero exit, 124 on a timeout);
    - `logs/commands.json` (`RunRecord`): the commands as run, their exit codes, each command's JUnit
-     counts and its runner's own summary (`evidence.runner_output`), what was restored;
+     counts, its runner's own summary (`evidence.runner_output`) and the channel's report, the
+     isolation, what the tests' tree took from the start and what it left out;
    - `patch.diff` (also `evidence/` and `diff/`), `evidence/pre_state.json`, `post_state.json`;
-   - `reports/cmd-N/` (the runners' JUnit XML) and `reports/results.json` (test id -> outcome; when
-     one id is reported twice the worse outcome stands);
+   - `reports/cmd-N/` (the runners' JUnit XML) and `reports/results.json` (test id -> outcome, from
+     the channel for pytest, from the JUnit files for `runner: other`; the worse outcome stands);
    - `report.md`, `submit.json` (scc.submit.v1), and `manifest.json`: the sha256 of every other file,
      sealed with the harness's key (`evidence.seal`).
 Secrets are redacted from the log, the diff and the JUnit files before they are written
