@@ -37,7 +37,13 @@ from pagedctx.evidence.tree import snapshot
 
 CALC = "def add(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-COMMAND = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider --junitxml=$PAGEDCTX_REPORTS/junit.xml test_calc.py"
+COMMAND = " ".join(
+    [
+        shlex.quote(sys.executable),
+        "-m pytest -q -p no:cacheprovider",
+        "--junitxml=$PAGEDCTX_REPORTS/junit.xml test_calc.py",
+    ]
+)
 
 
 def _project(root: Path, extra: int) -> None:
