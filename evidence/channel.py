@@ -108,6 +108,11 @@ class ChannelEnds:
                 phases.setdefault(key, {})[str(record.get("when"))] = str(record.get("outcome"))
             elif kind == "collect":
                 phases.setdefault(key, {})["collect"] = "failed"
+            elif kind == "foreign":
+                problems.append(
+                    f"{record.get('what')} {record.get('path')!r} was not in the tests' tree: "
+                    "made during the run"
+                )
             else:
                 problems.append(f"an unexpected {kind!r} record in the harness channel")
         status = records[-1].get("exitstatus") if ended else None

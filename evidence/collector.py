@@ -204,10 +204,12 @@ def _chosen_commands(
     return contract.test_commands, timeout or float(contract.timeout_seconds), guarded_paths(ids)
 
 
-def _harness_folder(scratch: Path) -> Path:
-    """The sandbox's read-only harness folder: its first program, the reaper and the plugin."""
+def _harness_folder(scratch: Path, image: TreeImage) -> Path:
+    """The sandbox's read-only harness folder: its first program, the reaper, the plugin and the
+    image's manifest the plugin checks."""
     harness = scratch / "harness"
     harness.mkdir(mode=0o755)
+    (harness / "pagedctx_tree.json").write_text(json.dumps(image.manifest()), encoding="utf-8")
     here = Path(__file__).resolve().parent
     for source, name in (
         ("sandbox_init.py", "sandbox_init.py"),
@@ -241,16 +243,23 @@ def _run_one(
     reports: Path,
 ) -> tuple[IsolatedRun, ChannelReport]:
     reports.mkdir(mode=0o700)
-    image_fd = image.sealed_fd()
+    sandboxed = contract is None or contract.isolation == "sandbox"
+    fixed = image.fixed_files() if sandboxed else {}
+    image_fd = image.sealed_fd(frozenset(fixed))
     ends = open_channel(scratch, repo)
     try:
-        if contract is None or contract.isolation == "sandbox":
+        if sandboxed:
             plan = SandboxPlan(
                 repo=repo,
                 harness=harness,
                 reports=reports,
                 hidden=secret_paths(),
-                env={**_plugin_env(sandbox.HARNESS_MOUNT, contract), **ends.env()},
+                env={
+                    **_plugin_env(sandbox.HARNESS_MOUNT, contract),
+                    **ends.env(),
+                    "PAGEDCTX_HARNESS_ROOT": str(repo.resolve()),
+                },
+                fixed=fixed,
             )
             run = sandbox.run_isolated(
                 command, image_fd=image_fd, plan=plan, timeout=limit, pass_fds=ends.fds
@@ -262,6 +271,7 @@ def _run_one(
                 "LANG": "C.UTF-8",
             }
             env.update({**_plugin_env(str(harness), contract), **ends.env()})
+            env["PAGEDCTX_HARNESS_ROOT"] = str(scratch / f"tree-{index}")
             run = sandbox.run_on_host(
                 command,
                 image_fd=image_fd,
@@ -272,7 +282,8 @@ def _run_one(
                 pass_fds=ends.fds,
             )
     finally:
-        os.close(image_fd)
+        for fd in (image_fd, *fixed.values()):
+            os.close(fd)
         ends.close()
     return run, ends.read()
 
@@ -301,7 +312,7 @@ def _run_all(
     lines: list[str],
 ) -> tuple[list[tuple[CommandRun, Path]], int]:
     """Each command on a fresh copy of the image; the log lines appended; (runs, first non-zero exit)."""
-    harness = _harness_folder(scratch)
+    harness = _harness_folder(scratch, image)
     runs: list[tuple[CommandRun, Path]] = []
     exit_code = 0
     for index, command in enumerate(chosen):

@@ -12,6 +12,10 @@ imports it before any conftest, test module or code under test. At import it
 - removes its variables, `PYTEST_PLUGINS` and `PYTHONPATH` from the environment, so a pytest
   started by a test (pytester, say) runs without it.
 
+It also reads the image's manifest (`pagedctx_tree.json` beside it) and reports, as `foreign`,
+any conftest loaded or Python file collected inside the tree that the image did not hold: a file
+made during the run (by code under test, between one collection and the next) fails the verdict.
+
 Each record is one line, `JSON<TAB>HMAC-SHA256(nonce, JSON)`, numbered from 0: `start`, a `test`
 per report phase (setup, call, teardown), a `collect` per failed collection, and `end` with the
 session's exit status, written when pytest unconfigures. Code under test cannot forge a record
@@ -33,6 +37,8 @@ import pytest
 
 _NONCE_ENV = "PAGEDCTX_HARNESS_NONCE_FD"
 _CHANNEL_ENV = "PAGEDCTX_HARNESS_CHANNEL_FD"
+_ROOT_ENV = "PAGEDCTX_HARNESS_ROOT"
+_MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagedctx_tree.json")
 
 
 class _Channel:
@@ -41,7 +47,14 @@ class _Channel:
         self.fd = -1
         self.seq = 0
         nonce_fd, channel_fd = os.environ.get(_NONCE_ENV), os.environ.get(_CHANNEL_ENV)
-        for name in (_NONCE_ENV, _CHANNEL_ENV, "PYTEST_PLUGINS", "PYTHONPATH"):
+        self.root = os.environ.get(_ROOT_ENV, "")
+        self.files: frozenset[str] = frozenset()
+        try:
+            with open(_MANIFEST, encoding="utf-8") as handle:
+                self.files = frozenset(json.load(handle)["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.root = ""
+        for name in (_NONCE_ENV, _CHANNEL_ENV, _ROOT_ENV, "PYTEST_PLUGINS", "PYTHONPATH"):
             os.environ.pop(name, None)
         if not (nonce_fd and channel_fd):
             return
@@ -64,6 +77,16 @@ class _Channel:
         os.write(self.fd, f"{body}\t{mac}\n".encode())
         self.seq += 1
 
+    def foreign(self, path: str, what: str) -> None:
+        """A file in the tree that the harness's image did not hold: made during the run."""
+        if not self.root:
+            return
+        relative = os.path.relpath(os.path.realpath(path), os.path.realpath(self.root))
+        if relative.startswith(".."):
+            return  # outside the tree (site-packages, a tmp_path): not the image's
+        if relative.replace(os.sep, "/") not in self.files:
+            self.send("foreign", path=relative, what=what)
+
 
 _CHANNEL = _Channel()
 _SESSION: list[pytest.Session] = []
@@ -75,6 +98,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _SESSION.append(session)
+
+
+def pytest_plugin_registered(plugin: object) -> None:
+    path = getattr(plugin, "__file__", None)
+    if isinstance(path, str) and os.path.basename(path) == "conftest.py":
+        _CHANNEL.foreign(path, "conftest")
+
+
+def pytest_collect_file(file_path: Any) -> None:
+    if str(file_path).endswith(".py"):
+        _CHANNEL.foreign(str(file_path), "collected file")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

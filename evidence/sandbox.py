@@ -80,6 +80,7 @@ class SandboxPlan:
     reports: Path  # bound writable at REPORTS_MOUNT
     hidden: tuple[Path, ...] = ()  # never visible, even under a bound folder (the key's folder, ...)
     env: dict[str, str] = field(default_factory=dict)  # on top of the cleared environment
+    fixed: dict[str, int] = field(default_factory=dict)  # relative path -> memfd, mounted read-only
 
 
 def _bwrap() -> str | None:
@@ -182,6 +183,8 @@ def sandbox_argv(plan: SandboxPlan, inner: Sequence[str], env_path: str) -> list
     for folder in bound:
         argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--tmpfs", str(plan.repo.resolve())]
+    for relative, fd in sorted(plan.fixed.items()):
+        argv += ["--perms", "0644", "--ro-bind-data", str(fd), str(plan.repo.resolve() / relative)]
     for folder in within:
         argv += ["--ro-bind", str(folder), str(folder)]
     for hidden in plan.hidden:
@@ -196,7 +199,24 @@ def sandbox_argv(plan: SandboxPlan, inner: Sequence[str], env_path: str) -> list
     return [*argv, "--", *inner]
 
 
+def _sandbox_path(plan: SandboxPlan, env_path: str) -> str:
+    """PATH without relative entries and without folders of the tree (the image is the candidate's:
+    a `bin/python` there must not stand in for the interpreter), but for skipped folders bound from
+    the host (a `.venv/bin`)."""
+    repo = plan.repo.resolve()
+    kept = []
+    for entry in env_path.split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        path = Path(entry).resolve()
+        if _inside(path, repo) and (path == repo or path.relative_to(repo).parts[0] not in SKIP_DIRS):
+            continue
+        kept.append(entry)
+    return os.pathsep.join(kept) or os.defpath
+
+
 def sandbox_env(plan: SandboxPlan, env_path: str) -> dict[str, str]:
+    env_path = _sandbox_path(plan, env_path)
     env = {"PATH": env_path, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "PAGEDCTX_REPORTS": REPORTS_MOUNT}
     env.update({k: os.environ[k] for k in _LOCALE if k in os.environ})
     env.setdefault("LANG", "C.UTF-8")
@@ -216,7 +236,7 @@ def run_isolated(
     """Run `command` in the sandbox on the tree in `image_fd` (a tar in a sealed memfd); with
     `apart`, stderr is kept apart from stdout."""
     env_path = os.environ.get("PATH", os.defpath)
-    fds = (image_fd, *pass_fds)
+    fds = (image_fd, *pass_fds, *plan.fixed.values())
     inner = [
         sys.executable,
         "-I",

@@ -6,9 +6,10 @@ act differently, or reach into the runner's memory. No test-based verdict can ru
 the obvious forms are read from the lines the candidate added to files that are not tests
 (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests`/`test` folder) and fail the verdict
 (POLICY_VIOLATION): the names of the runner and its internals (`pytest`, `_pytest`, `pluggy`,
-`PYTEST_*`, `unittest` only through `sys.modules`), JUnit, `os._exit`, frame and object-graph
-walks (`sys._getframe`, `gc.get_objects`, `inspect.stack`), `/proc/`, and pagedctx's own
-variables (`PAGEDCTX_*`). A project whose own code must name these (a pytest plugin, say) cannot be
+`PYTEST_*`), JUnit, `os._exit`, frame and object-graph walks (`sys._getframe`, `f_back`,
+`gc.get_objects`, `inspect.stack`), `sys.modules`, `sys.argv`, a `TEST` variable read from the
+environment, `__import__`, `ctypes`, the builtins, `/proc/`, and pagedctx's own variables
+(`PAGEDCTX_*`). A project whose own code must name these (a pytest plugin, say) cannot be
 judged by a test-based verdict of ours; docs/evidence.md says so.
 """
 
@@ -29,7 +30,13 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("another process's files (/proc)", re.compile(r"/proc\b")),
     ("the harness's variables", re.compile(r"PAGEDCTX_")),
-    ("the runner's modules (sys.modules)", re.compile(r"sys\s*\.\s*modules\b.*\b(unittest|nose)\b")),
+    ("the loaded modules (sys.modules)", re.compile(r"sys\s*\.\s*modules\b")),
+    ("the process's arguments (sys.argv)", re.compile(r"sys\s*\.\s*argv\b")),
+    ("a test marker in the environment", re.compile(r"(environ|getenv)\b.*TEST")),
+    ("the callers' frames", re.compile(r"\bf_back\b|\bf_locals\b|\bf_globals\b")),
+    ("an import by computed name (__import__)", re.compile(r"__import__\s*\(")),
+    ("raw memory (ctypes)", re.compile(r"\bctypes\b")),
+    ("the builtins", re.compile(r"__builtins__|\bimport\s+builtins\b|\bbuiltins\s*\.")),
 )
 
 

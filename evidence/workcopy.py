@@ -52,7 +52,7 @@ from pagedctx.evidence.seal import secrets_within
 from pagedctx.evidence.task import Pins
 from pagedctx.evidence.tree import SKIP_DIRS, TEXT_LIMIT, FileState, RepoState
 
-__all__ = ["DANGEROUS", "DropReason", "ReadTree", "TreeImage", "harness_tree", "read_tree"]
+__all__ = ["DANGEROUS", "DropReason", "ReadTree", "TreeImage", "harness_tree", "read_tree", "sealed_memfd"]
 
 DropReason = Literal[
     "decides_the_run",  # a test, hook or runner configuration: the start's bytes stand
@@ -142,22 +142,43 @@ class TreeImage:
     dropped: dict[str, DropReason]  # path -> why the candidate's version is not in the image
     unrecoverable: tuple[str, ...]  # start bytes needed but not captured: the verdict fails
 
-    def sealed_fd(self) -> int:
-        """A memfd holding the image as a tar, sealed against any write; the caller closes it."""
+    def sealed_fd(self, leave_out: frozenset[str] = frozenset()) -> int:
+        """A memfd holding the image (but `leave_out`) as a tar, sealed against any write; the
+        caller closes it."""
         buffer = io.BytesIO()
         stamp = int(datetime.now(UTC).timestamp())
         with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as archive:
             for relative, (data, mode) in sorted(self.files.items()):
+                if relative in leave_out:
+                    continue
                 info = tarfile.TarInfo(relative)
                 info.size, info.mode, info.mtime = len(data), mode, stamp
                 archive.addfile(info, io.BytesIO(data))
-        descriptor = os.memfd_create("pagedctx-tree", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        view = memoryview(buffer.getbuffer())
-        while view:
-            view = view[os.write(descriptor, view) :]
-        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-        fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, seals)
-        return descriptor
+        return sealed_memfd(buffer.getbuffer())
+
+    def fixed_files(self) -> dict[str, int]:
+        """The files that decide the run, each in its own sealed memfd (relative path -> fd): the
+        sandbox mounts them read-only, so nothing in the run can rewrite a test or a hook between
+        its collection and another's. The caller closes them."""
+        return {path: sealed_memfd(self.files[path][0]) for path in self.from_start if path in self.files}
+
+    def manifest(self) -> dict[str, object]:
+        """What the harness plugin checks during the run: every path of the image, and the ones
+        that decide it (a conftest or a collected file that is not in the image was made during
+        the run: the plugin reports it)."""
+        return {"files": sorted(self.files), "from_start": sorted(self.from_start)}
+
+
+def sealed_memfd(data: bytes | memoryview) -> int:
+    """A memfd holding `data`, sealed against any write, shrink or growth."""
+    descriptor = os.memfd_create("pagedctx-tree", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+    fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, seals)
+    os.lseek(descriptor, 0, os.SEEK_SET)  # bubblewrap's --ro-bind-data copies from the offset
+    return descriptor
 
 
 def _on_the_way(test_ids: Iterable[str]) -> tuple[set[str], set[str]]:

@@ -239,7 +239,11 @@ def test_the_diff_check_names_code_that_reaches_for_the_runner() -> None:
         """
     )
     assert runner_access(diff) == {
-        "calc.py": ["the test runner (pytest)", "an exit that skips the runner's end (os._exit)"]
+        "calc.py": [
+            "the test runner (pytest)",
+            "the loaded modules (sys.modules)",
+            "an exit that skips the runner's end (os._exit)",
+        ]
     }
 
 
@@ -409,3 +413,31 @@ def test_no_sandbox_fails_closed_unless_the_contract_opts_out(
     assert "UNSANDBOXED" in (folder / "selftest.log").read_text()
     wrong = judge(contract, folder, task)  # evidence of an unsandboxed run under a sandboxed contract
     assert wrong.verdict == "FAIL" and any("isolation 'none'" in m for m in wrong.messages)
+
+
+@pytest.mark.slow
+def test_files_rewritten_or_made_during_the_run_cannot_decide(tmp_path: Path) -> None:
+    """Class 3 within the run: code under test, imported by an earlier test module, rewrites the
+    contract's test file (mounted read-only: it cannot) and makes a conftest and a test module in
+    a folder not yet collected (the harness plugin reports both): FAIL."""
+    root, contract = _layout(tmp_path)
+    (root / "tests" / "test_a.py").write_text("import calc\n\n\ndef test_a():\n    pass\n")
+    (root / "tests" / "zz").mkdir()
+    (root / "tests" / "zz" / "test_z.py").write_text("def test_z():\n    pass\n")  # collected after test_a
+    attack = textwrap.dedent(
+        """\
+        import pathlib
+        _tests = pathlib.Path(__file__).parent / "tests"
+        try:
+            (_tests / "test_calc.py").write_text("def test_add():\\n    pass\\n")
+        except OSError:
+            pass
+        (_tests / "zz" / "conftest.py").write_text("X = 1\\n")
+        (_tests / "zz" / "test_more.py").write_text("def test_more():\\n    pass\\n")
+        """
+    )
+    verdict = _judge(root, contract, tmp_path, {"calc.py": attack + CALC})
+    assert verdict.verdict == "FAIL" and verdict.reason_code is FailCode.EVIDENCE_MISSING
+    assert any("'tests/zz/conftest.py' was not in the tests' tree" in m for m in verdict.messages)
+    assert any("'tests/zz/test_more.py' was not in the tests' tree" in m for m in verdict.messages)
+    assert any("FAIL_TO_PASS tests/test_calc.py::test_add: failed" in m for m in verdict.messages)
