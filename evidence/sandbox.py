@@ -60,6 +60,9 @@ SANDBOX_UID = 65534  # nobody, inside a user namespace of its own
 _SYSTEM = ("/usr", "/etc")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+# the host's own secrets under the read-only system: hidden too (the sandbox's user maps to the
+# harness's, so a file only that user may read would be readable)
+_SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh", "/etc/sudoers")
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def sandbox_argv(plan: SandboxPlan, inner: Sequence[str], env_path: str) -> list
         argv += ["--perms", "0644", "--ro-bind-data", str(fd), str(plan.repo.resolve() / relative)]
     for folder in within:
         argv += ["--ro-bind", str(folder), str(folder)]
-    for hidden in plan.hidden:
+    for hidden in (*plan.hidden, *(Path(p) for p in _SYSTEM_SECRETS if os.path.exists(p))):
         secret = hidden.resolve()
         if any(_inside(secret, folder) for folder in (*map(Path, _SYSTEM), *bound, *within)):
             argv += ["--tmpfs", str(secret)] if secret.is_dir() else ["--ro-bind", "/dev/null", str(secret)]
@@ -218,6 +221,7 @@ def _sandbox_path(plan: SandboxPlan, env_path: str) -> str:
 def sandbox_env(plan: SandboxPlan, env_path: str) -> dict[str, str]:
     env_path = _sandbox_path(plan, env_path)
     env = {"PATH": env_path, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "PAGEDCTX_REPORTS": REPORTS_MOUNT}
+    env["PYTHONNOUSERSITE"] = "1"  # nothing planted under the private home is ever imported
     env.update({k: os.environ[k] for k in _LOCALE if k in os.environ})
     env.setdefault("LANG", "C.UTF-8")
     env.update(plan.env)
