@@ -294,8 +294,10 @@ PROBE = """\
         assert not any(k.startswith(("PAGEDCTX_EVIDENCE", "PYTEST_ADDOPTS")) for k in os.environ)
         for secret in ("__KEY__", "__HOME__"):
             assert not os.path.exists(secret), secret
-        if os.path.exists("/etc/shadow"):
+        try:
             assert open("/etc/shadow").read() == ""  # the host's secrets are masked
+        except OSError:
+            pass
         try:
             open(os.path.join(sysconfig.get_paths()["purelib"], "planted.pth"), "w").write("import os")
             raise AssertionError("site-packages is writable")
