@@ -226,5 +226,7 @@ def verdict(
     if output is not None:
         output.write_text(text + "\n")
     typer.echo(text)
+    for note in result.notes:  # an opted-out sandbox is said where a person reads it, too
+        typer.echo(f"warning: {note}", err=True)
     if result.verdict != "PASS":
         raise typer.Exit(EXIT_FAILED)

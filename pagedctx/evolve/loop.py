@@ -385,7 +385,7 @@ class Evolution:
             reason_code=verdict.reason_code.value if verdict.reason_code else None,
             fail_codes=codes,
             fail_class=tuple(c.value for c in verdict.fail_class),
-            messages=verdict.messages,
+            messages=verdict.notes + verdict.messages,
             acceptance_passed=_acceptance(self.task, folder, trusted),
             diff=tree_diff(base, self.workspace.tree_state(files)),
             files=files,

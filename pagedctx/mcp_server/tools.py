@@ -326,6 +326,8 @@ class AgentTools:
             "verdict": verdict.verdict,
             "reason_code": verdict.reason_code.value if verdict.reason_code else None,
             "messages": list(verdict.messages),
+            "isolation": verdict.isolation,
+            "notes": list(verdict.notes),
             "evidence_dir": str(folder),
         }
         return json.dumps(out, indent=2)
