@@ -4,7 +4,9 @@
 (`bwrap`, Debian's `bubblewrap`):
 
 - a read-only system (`/usr`, `/etc`, the interpreter's prefixes and every folder on its
-  `sys.path` and on `PATH` that lies outside the repository), nothing else of the host's files:
+  `sys.path` and on `PATH` that lies outside the repository, and the environment of any
+  interpreter the command names by path: its venv, the base it names, the folders its `.pth`
+  files add), nothing else of the host's files:
   no home, no evidence folder, no key (its folder is hidden even when it lies under a bound one);
 - the tree at the repository's own path is a private tmpfs that `sandbox_init.py` fills from the
   harness's image (`evidence.workcopy`): a sealed memfd, never a file a process outside can
@@ -25,8 +27,10 @@ contract opted out (`isolation: "none"`, recorded and shown with every verdict).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -84,6 +88,7 @@ class SandboxPlan:
     hidden: tuple[Path, ...] = ()  # never visible, even under a bound folder (the key's folder, ...)
     env: dict[str, str] = field(default_factory=dict)  # on top of the cleared environment
     fixed: dict[str, int] = field(default_factory=dict)  # relative path -> memfd, mounted read-only
+    command: str = ""  # the interpreters it names by path are bound read-only too
 
 
 def _bwrap() -> str | None:
@@ -144,6 +149,45 @@ def _path_folders(env_path: str) -> list[Path]:
     return [Path(p).resolve() for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
 
 
+def _environment_of(executable: Path) -> list[Path]:
+    """What an interpreter named by path needs: its virtual environment (the folder holding
+    `pyvenv.cfg`), the base installation that names as `home`, and the folders its `.pth` files add;
+    for anything else, the folder holding it."""
+    for root in list(executable.parents)[:3]:
+        config = root / "pyvenv.cfg"
+        if not config.is_file():
+            continue
+        found = [root]
+        for line in config.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and os.path.isabs(value.strip()):
+                found.append(Path(value.strip()).parent)
+        for pth in root.glob("lib*/python*/site-packages/*.pth"):
+            for entry in pth.read_text(encoding="utf-8", errors="replace").splitlines():
+                if os.path.isabs(entry.strip()) and os.path.isdir(entry.strip()):
+                    found.append(Path(entry.strip()))
+        return found
+    return [executable.parent]
+
+
+def _command_paths(command: str, repo: Path) -> list[Path]:
+    """Environments of the programs the command names by path (`/opt/venv/bin/python -m pytest`,
+    `.venv/bin/pytest`): bound read-only like the harness's own interpreter."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return []
+    found: list[Path] = []
+    for raw in tokens:
+        token = raw.split("=", 1)[1] if "=" in raw and not raw.startswith(("/", ".")) else raw
+        if "/" not in token or "$" in token:
+            continue
+        path = Path(token) if os.path.isabs(token) else repo / token
+        if path.is_file():
+            found += _environment_of(Path(os.path.abspath(path)))
+    return found
+
+
 def _bound(plan: SandboxPlan, env_path: str) -> tuple[list[Path], list[Path]]:
     """Host folders bound read-only: (outside the repository, inside it), each list minimal.
 
@@ -153,7 +197,10 @@ def _bound(plan: SandboxPlan, env_path: str) -> tuple[list[Path], list[Path]]:
     repo = plan.repo.resolve()
     outside: list[Path] = []
     within: list[Path] = []
-    for path in sorted(set(_interpreter_paths() + _path_folders(env_path)), key=lambda p: len(p.parts)):
+    named = [p.resolve() for p in _command_paths(plan.command, repo)]
+    for path in sorted(
+        set(_interpreter_paths() + _path_folders(env_path) + named), key=lambda p: len(p.parts)
+    ):
         if not path.is_dir() or path == Path("/") or _inside(repo, path):
             continue
         if path == repo:
@@ -239,6 +286,7 @@ def run_isolated(
 ) -> IsolatedRun:
     """Run `command` in the sandbox on the tree in `image_fd` (a tar in a sealed memfd); with
     `apart`, stderr is kept apart from stdout."""
+    plan = dataclasses.replace(plan, command=command)
     env_path = os.environ.get("PATH", os.defpath)
     fds = (image_fd, *pass_fds, *plan.fixed.values())
     inner = [
