@@ -19,6 +19,7 @@ import openai
 import uvicorn
 
 from pagedctx.serve.app import create_app, install
+from pagedctx.serve.http import json_errors_protocol
 from pagedctx.serve.service import ChatService
 from pagedctx.serve.settings import ServeSettings
 
@@ -93,7 +94,10 @@ def serving(**settings: Any) -> Iterator[Served]:
     service = ChatService(ServeSettings(**settings))
     install(service)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        create_app(), host="127.0.0.1", port=port, log_level="warning", http=json_errors_protocol()
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
