@@ -108,6 +108,7 @@ class _Record(BaseModel):
     turns: list[dict[str, Any]] = Field(default_factory=list)
     selected: list[str] = Field(default_factory=list)  # repositories the code selection covered
     asks: list[_Ask] = Field(default_factory=list)
+    notes: dict[str, str] = Field(default_factory=dict)  # a face's own bookkeeping (`note`, `set_note`)
 
 
 class _Last(BaseModel):
@@ -150,6 +151,7 @@ class Session:
         self._registry = SessionRegistry(store, session_id)
         self._record = self._load_record()
         self._closed = False
+        self._held: list[_HeldStep] | None = None  # bundle steps of an `atomic()` block, until it commits
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -241,12 +243,83 @@ class Session:
             self._store.close()
 
     def _recorded(self, step: BundleStep, **extra: Any) -> None:
-        """`step` appended to the session's bundle, with the clock's readings since the last one."""
+        """`step` appended to the session's bundle, with the clock's readings since the last one
+        (inside `atomic()`: held, with its readings, until the block commits)."""
         if self._bundle is not None:
             from pagedctx.host.records.bundle import RecordingClock
 
             clock = self._clock if isinstance(self._clock, RecordingClock) else None
+            if self._held is not None:
+                self._held.append(_HeldStep(step, clock.take() if clock is not None else (), extra))
+                return
             self._bundle.step(step, clock, **extra)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Everything the block changes in this session lands in one store transaction when it
+        exits cleanly; on an exception, or a process killed inside it, none of it does.
+
+        For a face whose one request is several calls (a server's exchange: the new turns, the ask,
+        the answer turn): a request refused or killed halfway leaves the session exactly as it was.
+        Held: the session's own keys (`pagedctx/session/{id}/`: record, pages, last result, trace)
+        and the steps and rounds of its replay bundle; written at once as always: shared caches
+        (code indexes, added files' bytes, memory). Take `locked()` around it when other writers
+        may change the session. Blocks do not nest.
+        """
+        from pagedctx.host.records.bundle import RecordingClock
+        from pagedctx.host.records.registry import SessionRegistry
+        from pagedctx.host.store.staged import StagedStore
+
+        self._check_open()
+        if self._held is not None:
+            raise UsageError(f"session {self.id}: atomic() blocks do not nest")
+        base = self._store
+        staged = StagedStore(base, self._key(""))
+        self._store, self._registry, self._held = staged, SessionRegistry(staged, self.id), []
+        committed = False
+        try:
+            yield
+            staged.commit()
+            committed = True
+        finally:
+            held, self._held = self._held or [], None
+            self._store, self._registry = base, SessionRegistry(base, self.id)
+            if not committed:
+                staged.discard()
+                if isinstance(self._clock, RecordingClock):
+                    self._clock.take()  # readings of what was dropped belong to no step
+                self._record = self._load_record()
+        for item in held:  # the bundle after the store: a step is recorded once it happened
+            item.write(self)
+
+    def _write_held(self, item: _HeldStep) -> None:
+        from pagedctx.host.records.bundle import BundleSink, RecordingClock
+
+        assert self._bundle is not None
+        if isinstance(item.step, BundleSink):  # an ask's rounds, kept in memory until now
+            sink = self._bundle.sink()
+            for event in item.step.events:
+                sink.append(event)
+            for index, xml in sorted(item.step.contexts.items()):
+                sink.context(index - item.step.first_round, xml)
+            return
+        clock = RecordingClock(self._clock)
+        clock.pending = list(item.readings)
+        self._bundle.step(item.step, clock, **item.extra)
+
+    def _bundle_sink(self) -> Any:
+        """Where an ask's rounds go in the bundle: its files, or (inside `atomic()`) memory until
+        the block commits, numbered on from the rounds the bundle and the block hold."""
+        from pagedctx.host.records.bundle import BundleSink
+
+        if self._bundle is None:
+            return None
+        if self._held is None:
+            return self._bundle.sink()
+        earlier = sum(len(h.step.events) for h in self._held if isinstance(h.step, BundleSink))
+        sink = BundleSink(None, first_round=self._bundle.sink().first_round + earlier)
+        self._held.append(_HeldStep(sink, (), {}))
+        return sink
 
     def _check_open(self) -> None:
         if self._closed:
@@ -506,6 +579,21 @@ class Session:
             "dialogues": [d.name for d in self._record.dialogues],
         }
 
+    def note(self, name: str) -> str | None:
+        """A face's note on this session (`set_note`), or None."""
+        return self._record.notes.get(name)
+
+    def set_note(self, name: str, value: str | None) -> None:
+        """Keep `value` under `name` in the session's record (None removes it): a face's own
+        bookkeeping (a server's last request), not an input: no page, no bundle step."""
+        self._check_open()
+        if value is None:
+            if self._record.notes.pop(name, None) is not None:
+                self._save_record()
+        elif self._record.notes.get(name) != value:
+            self._record.notes[name] = value
+            self._save_record()
+
     @property
     def asked(self) -> int:
         """How many asks the session has answered."""
@@ -592,7 +680,7 @@ class Session:
             if moves is None
             else json.dumps({"ok": True, "data": {"actions": list(moves), "answer": None}})
         )
-        sink = self._bundle.sink() if self._bundle is not None else None
+        sink = self._bundle_sink()
         recorded: dict[str, Any] = {
             "intent": intent, "budget": budget, "max_rounds": max_rounds, "merges": merges,
             "moves": moves, "zoom": zoom,
@@ -918,6 +1006,16 @@ class Session:
             policy=policy,
             runtime=runtime,
         )
+
+
+class _HeldStep:
+    """A bundle step (or an ask's rounds, as a memory sink) held by `Session.atomic()`."""
+
+    def __init__(self, step: Any, readings: tuple[datetime, ...], extra: dict[str, Any]) -> None:
+        self.step, self.readings, self.extra = step, readings, extra
+
+    def write(self, session: Session) -> None:
+        session._write_held(self)
 
 
 class _GivenWorker:

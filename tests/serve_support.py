@@ -19,10 +19,11 @@ import openai
 import uvicorn
 
 from pagedctx.serve.app import create_app, install
+from pagedctx.serve.http import json_errors_protocol
 from pagedctx.serve.service import ChatService
 from pagedctx.serve.settings import ServeSettings
 
-__all__ = ["Served", "free_port", "serving"]
+__all__ = ["Served", "free_port", "serving", "store_snapshot"]
 
 
 def free_port() -> int:
@@ -62,6 +63,27 @@ class Served:
         return httpx2.delete(self.url + path, headers=_auth(token), timeout=30)
 
 
+def store_snapshot(url: str, prefix: str) -> dict[str, Any]:
+    """Every key under `prefix` in the store at `url` with its value (a string, a hash or a set):
+    equal snapshots mean nothing under `prefix` changed."""
+    from pagedctx.errors import StoreError
+    from pagedctx.host.store.url import open_store
+
+    store = open_store(url)
+    out: dict[str, Any] = {}
+    try:
+        for key in store.scan_keys(prefix):
+            for read in (store.get, store.hgetall, store.smembers):
+                try:
+                    out[key] = read(key)
+                    break
+                except StoreError:  # a key keeps one type: try the next
+                    continue
+        return out
+    finally:
+        store.close()
+
+
 def _auth(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -72,7 +94,10 @@ def serving(**settings: Any) -> Iterator[Served]:
     service = ChatService(ServeSettings(**settings))
     install(service)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        create_app(), host="127.0.0.1", port=port, log_level="warning", http=json_errors_protocol()
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -98,9 +98,14 @@ def test_only_the_latest_message_is_enough(served: Served) -> None:
 
 
 def test_a_retried_request_gets_the_recorded_answer_not_a_second_one(served: Served) -> None:
-    """A client that lost a reply sends the same messages again: same answer, no new turns."""
+    """A client that lost the reply to its last request sends it again: same answer, no new turns.
+    Only the last request is retried (issue 31): the same question after another one is asked again."""
     sent = [{"role": "user", "content": "The gate code is 8812."}]
     first, _ = _ask(served, sent, "retry")
+    again, _ = _ask(served, sent, "retry")
+    assert again.choices[0].message.content == first.choices[0].message.content
+    assert again.model_extra["pagedctx"]["replayed"] is True and again.usage.prompt_tokens == 0
+    assert _turns(served, "retry") == 2
     _ask(
         served,
         [
@@ -110,10 +115,9 @@ def test_a_retried_request_gets_the_recorded_answer_not_a_second_one(served: Ser
         ],
         "retry",
     )
-    again, _ = _ask(served, sent, "retry")
-    assert again.choices[0].message.content == first.choices[0].message.content
-    assert again.model_extra["pagedctx"]["replayed"] is True
-    assert _turns(served, "retry") == 4
+    later, _ = _ask(served, sent, "retry")
+    assert later.model_extra["pagedctx"]["replayed"] is False
+    assert _turns(served, "retry") == 6
 
 
 def test_the_user_field_names_the_session(served: Served) -> None:

@@ -15,6 +15,7 @@ constructor (deployment.py), a test or a plain uvicorn run installs one before s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -28,16 +29,21 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from pagedctx.errors import PagedctxError
 from pagedctx.serve.guard import RateLimiter, TokenGuard
 from pagedctx.serve.openai_types import ChatRequest, ServeError, chunk, completion, completion_id, error_body
 from pagedctx.serve.service import ChatService, Reply, refused
+from pagedctx.serve.settings import ServeSettings
 
 __all__ = ["SESSION_HEADER", "create_app", "install"]
 
 SESSION_HEADER = "X-Session-Id"
+IDEMPOTENCY_HEADER = "Idempotency-Key"  # optional: part of what makes a request "the same request again"
 STREAM_PIECE_CHARS = 48  # the answer is streamed in pieces of about this many characters
+MAX_JSON_DEPTH = 32  # arrays and objects nested deeper than this are refused (a chat request needs 5)
+_TOO_DEEP = f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep; send a chat request"
 log = logging.getLogger("pagedctx.serve")
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -70,23 +76,103 @@ def _tenant(request: Request) -> str:
     return tenant
 
 
-async def _body(request: Request, limit: int) -> Any:
+def _media_type(request: Request) -> None:
+    """A body is JSON in UTF-8: another declared Content-Type (or charset) is a 415."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        return  # not declared: the body must still parse as JSON
+    media, _, rest = declared.partition(";")
+    media = media.strip().lower()
+    params = dict(p.strip().lower().partition("=")[::2] for p in rest.split(";") if p.strip())
+    charset = params.get("charset", "utf-8").strip('"')
+    json_type = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    if not json_type or charset not in ("utf-8", "utf8"):
+        raise ServeError(
+            415,
+            f"Content-Type {declared[:80]!r}: this server reads JSON in UTF-8; send "
+            "'Content-Type: application/json'",
+            code="unsupported_media_type",
+        )
+
+
+def _declared_length(request: Request, limit: int) -> int | None:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is None:
+        return None
+    text = declared.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ServeError(
+            400, f"Content-Length {declared[:40]!r} is not a number of bytes", code="invalid_content_length"
+        )
+    if int(text) > limit:
         raise ServeError(
             413,
-            f"request body of {declared} bytes; this server takes at most {limit}",
+            f"request body of {int(text)} bytes; this server takes at most {limit}",
             code="request_too_large",
         )
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (send numbers as numbers)")
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """True when `value` nests at most `limit` arrays or objects deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+async def _body(request: Request, settings: ServeSettings) -> Any:
+    """The request's JSON body, read within the size and time limits; every refusal a 4xx."""
+    limit = settings.max_body_bytes
+    _media_type(request)
+    declared = _declared_length(request, limit)
     data = bytearray()
-    async for part in request.stream():
-        data.extend(part)
-        if len(data) > limit:
-            raise ServeError(413, f"request body over {limit} bytes", code="request_too_large")
     try:
-        return json.loads(bytes(data))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ServeError(400, f"the request body is not JSON ({exc}); send a JSON object") from exc
+        async with asyncio.timeout(settings.body_timeout_seconds):
+            async for part in request.stream():
+                data.extend(part)
+                if len(data) > limit:
+                    raise ServeError(413, f"request body over {limit} bytes", code="request_too_large")
+    except TimeoutError as exc:
+        raise ServeError(
+            408,
+            f"the request body did not arrive within {settings.body_timeout_seconds:g} s "
+            f"({len(data)} of {declared if declared is not None else 'an unknown number of'} bytes)",
+            code="request_timeout",
+        ) from exc
+    except ClientDisconnect as exc:
+        raise ServeError(
+            400, "the client closed the connection before the whole body arrived", code="incomplete_body"
+        ) from exc
+    try:
+        text = bytes(data).decode("utf-8-sig")  # a leading BOM is tolerated (RFC 8259 section 8.1)
+    except UnicodeDecodeError as exc:
+        raise ServeError(
+            400,
+            f"the request body is not UTF-8 (byte {exc.start}); JSON is sent in UTF-8",
+            code="invalid_json",
+        ) from exc
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise ServeError(400, _TOO_DEEP, code="invalid_json") from exc
+    except ValueError as exc:  # JSONDecodeError, NaN / Infinity
+        raise ServeError(
+            400, f"the request body is not JSON ({exc}); send a JSON object", code="invalid_json"
+        ) from exc
+    if not _depth(value, MAX_JSON_DEPTH):
+        raise ServeError(400, _TOO_DEEP, code="invalid_json")
+    return value
 
 
 def _parsed(model: type[_M], raw: Any) -> _M:
@@ -176,9 +262,10 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
     async def chat(request: Request) -> Response:
         tenant = _tenant(request)
         service = _service()
-        asked = _parsed(ChatRequest, await _body(request, service.settings.max_body_bytes))
+        asked = _parsed(ChatRequest, await _body(request, service.settings))
         sid = service.session_id(request.headers.get(SESSION_HEADER), asked.user)
-        reply = await run_in_threadpool(service.complete, tenant, sid, asked)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        reply = await run_in_threadpool(lambda: service.complete(tenant, sid, asked, idempotency_key=key))
         headers = {SESSION_HEADER: sid}
         later = BackgroundTask(service.consolidate, tenant, sid) if reply.consolidate else None
         ident = completion_id()
@@ -228,7 +315,7 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
     async def sources(sid: str, request: Request) -> dict[str, Any]:
         tenant = _tenant(request)
         service = _service()
-        source = _parsed(_Source, await _body(request, service.settings.max_body_bytes))
+        source = _parsed(_Source, await _body(request, service.settings))
         return await run_in_threadpool(service.add_source, tenant, sid, source.kind, source.path)
 
     return app

@@ -1,15 +1,25 @@
-"""Which messages of a request are new to the session (issue 15: the whole history each time).
+"""Which messages of a request are new to the session (issue 15: the whole history each time;
+issue 31: branches and repeated questions).
 
 OpenAI clients send the whole conversation with every request; some send a sliding window of it,
-some only the latest message. The session holds the turns it has seen (its record). A message is
-compared by role and text (whitespace at the ends ignored); the messages already held are the
-longest prefix of the request that is also a suffix of the held turns: the whole history (all
-held), a window (its overlap), or only the latest message (nothing held). The search is
-Knuth-Morris-Pratt over the message sequence: linear in the two lengths.
+some only the latest message, some their instructions (system or developer messages) and then
+only the latest message. The session holds the turns it has seen (its history). Messages are
+compared by role and text (whitespace at the ends ignored). In this order:
 
-A retry (the client never got the reply to its last request and sends the same messages again)
-is a request that is a prefix of the held turns: nothing is new, and `answered` gives the
-assistant turn the server recorded after it, so the reply is that answer, not a second one.
+1. **Lined up with the history's end.** The longest prefix of the request that is also a suffix of
+   the held turns is held; the rest is new: the whole history (all held), a window (its overlap).
+   Knuth-Morris-Pratt over the message sequence: linear in the two lengths.
+2. **Instructions, then a window or the latest message.** Without such an overlap, leading
+   system/developer messages equal to the session's latest instructions (its last run of
+   system/developer turns) are held, and step 1 runs on the messages after them.
+3. **Otherwise every message is new** (only the latest message: a question asked before is asked
+   again and gets a new answer), unless one of them is an assistant message the session holds:
+   then the request carries a copy of this session's history that does not end where the
+   session's ends (another client went on from the same point, or a message was edited or
+   dropped): it **diverged**, and nothing of it is added (the server refuses it: 409).
+
+A retry (the client lost the reply and sends its request again) is not decided here: only the
+last request answered can be retried, and the service knows it by its fingerprint.
 """
 
 from __future__ import annotations
@@ -17,17 +27,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Reconciled", "Said", "reconcile"]
+__all__ = ["INSTRUCTION_ROLES", "Reconciled", "Said", "reconcile"]
 
 Said = tuple[str, str]  # (role, text)
+INSTRUCTION_ROLES = frozenset({"system", "developer"})
 
 
 @dataclass(frozen=True)
 class Reconciled:
-    """`new`: index of the first message not held; `answered`: the held reply of a retried request."""
+    """`new`: index of the first message not held. `diverged`: the index of a message showing that
+    the request's history departs from the session's (nothing may be added), else None;
+    `held_turn`: the session's turn it copies."""
 
     new: int
-    answered: int | None = None
+    diverged: int | None = None
+    held_turn: int | None = None
 
 
 def _norm(said: Said) -> Said:
@@ -55,10 +69,36 @@ def _overlap(held: Sequence[Said], sent: Sequence[Said]) -> int:
     return k
 
 
+def _latest_instructions(held: Sequence[Said]) -> list[Said]:
+    """The session's last run of system/developer turns (empty when it has none)."""
+    end = len(held)
+    while end and held[end - 1][0] not in INSTRUCTION_ROLES:
+        end -= 1
+    start = end
+    while start and held[start - 1][0] in INSTRUCTION_ROLES:
+        start -= 1
+    return list(held[start:end])
+
+
 def reconcile(held: Sequence[Said], sent: Sequence[Said]) -> Reconciled:
     """Where the new messages of `sent` start, given the turns `held` (see the module docstring)."""
     h = [_norm(s) for s in held]
     m = [_norm(s) for s in sent]
-    if m and len(m) < len(h) and h[: len(m)] == m and m[-1][0] == "user" and h[len(m)][0] == "assistant":
-        return Reconciled(new=len(m), answered=len(m))
-    return Reconciled(new=_overlap(h, m))
+    k = _overlap(h, m)
+    if k:
+        return Reconciled(new=k)
+    lead = 0
+    while lead < len(m) and m[lead][0] in INSTRUCTION_ROLES:
+        lead += 1
+    if lead and m[:lead] == _latest_instructions(h):
+        k = _overlap(h, m[lead:])
+        if k:
+            return Reconciled(new=lead + k)
+    else:
+        lead = 0
+    answers = {text: i for i, (role, text) in enumerate(h) if role == "assistant"}
+    for i in range(lead, len(m)):
+        role, text = m[i]
+        if role == "assistant" and text in answers:
+            return Reconciled(new=lead, diverged=i, held_turn=answers[text])
+    return Reconciled(new=lead)

@@ -1,9 +1,13 @@
 """The chat service: OpenAI chat requests on `pagedctx.Session` (no web framework here).
 
 One request, one session, under the session's lock in the store (so replicas and concurrent
-requests never interleave rounds): the messages the session does not hold yet become turns
-(`history.reconcile`), the session asks with the last user message as the intent (deferred
-merges: the answer never waits for the Consolidator), the answer is added as the assistant turn.
+requests never interleave rounds). Everything that can refuse the request without the session is
+checked first; the last request again (same fingerprint, nothing answered since) gets its recorded
+answer; a request whose history diverged is a 409 (`history.reconcile`). Otherwise, in one store
+transaction (`Session.atomic`): the messages the session does not hold yet become turns, the
+session asks with the last user message as the intent (deferred merges: the answer never waits for
+the Consolidator), the answer as delivered is added as the assistant turn, with the request's
+fingerprint as the session's note. Refused, failing or killed halfway, it leaves nothing.
 After the reply, `consolidate` folds the far field in the background. Nothing lives in the
 replica between requests: a session is opened from the store for each request and closed after,
 so a replica that dies loses nothing and memory does not grow with the sessions served.
@@ -15,6 +19,7 @@ tenant, and another token's session is not found.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import time
@@ -37,6 +42,33 @@ log = logging.getLogger("pagedctx.serve")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,95}$")
 SourceKind = Literal["repo", "doc", "dialogue"]
 NO_ANSWER = "(pagedctx {policy}: no answer after {rounds} rounds; see /v1/sessions/{sid}/context)"
+LAST_REQUEST = "serve.last_request"  # session note: the last request answered (a retry gets its answer)
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    """What one request adds: its new messages, then the ask (question, budget, rounds)."""
+
+    new: list[tuple[str, str]]
+    asked: str
+    budget: int | None
+    rounds: int
+    fingerprint: str
+
+
+def _diverged(sid: str, index: int, turn: int | None) -> ServeError:
+    return ServeError(
+        409,
+        f"messages[{index}] is an assistant message session {sid!r} holds (turn {turn}), but the "
+        "messages do not line up with the end of the session's history: this request branches off "
+        "it (another client went on from the same point, or an earlier message was edited or "
+        "dropped), and nothing of it was added. To go on in this session, send its whole history, "
+        "a window of its latest turns, or only the new message; to keep this branch, send these "
+        "messages with a new X-Session-Id (a new session pages them)",
+        kind="invalid_request_error",
+        code="history_diverged",
+        param=f"messages[{index}]",
+    )
 
 
 @dataclass(frozen=True)
@@ -111,7 +143,7 @@ class ChatService:
         """Session `sid` of `tenant`; `changes`: it is opened to change it, so it records itself
         in its replay bundle when the server keeps them (`serve.bundles`)."""
         if not _ID.match(sid):
-            raise ServeError(404, f"no session {sid!r}", code="session_not_found")
+            raise ServeError(404, f"no session {sid[:100]!r}", code="session_not_found")
         name = f"{tenant}.{sid}"
         bundle = self.settings.bundles / name if changes and self.settings.bundles is not None else None
         return Session.open(
@@ -127,14 +159,50 @@ class ChatService:
 
     # -- chat ----------------------------------------------------------------------------------
 
-    def complete(self, tenant: str, sid: str, request: ChatRequest) -> Reply:
-        """Answer one chat request on session `sid` (see the module docstring)."""
+    def complete(
+        self, tenant: str, sid: str, request: ChatRequest, *, idempotency_key: str | None = None
+    ) -> Reply:
+        """Answer one chat request on session `sid` (see the module docstring).
+
+        Everything that can refuse the request is checked before anything is written; the
+        exchange itself (the new turns, the ask, the answer turn) is one store transaction
+        (`Session.atomic`): refused or killed halfway, it leaves the session as it was.
+        """
+        sent, asked, budget, rounds = self._checked(request)
+        fingerprint = self._fingerprint(request, idempotency_key)
+        with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
+            turns = [(str(t["speaker"]), str(t["text"])) for t in session.turns]
+            finish = self._retried(session, turns, fingerprint)
+            if finish is not None:  # the last request again: the reply is the answer recorded for it
+                return self._reply(
+                    sid, answer=turns[-1][1], finish=finish, result=session.last, new_turns=0, replayed=True
+                )
+            held = [(role, text) for role, text in turns if text.strip()]  # as `sent`: no empty message
+            found = reconcile(held, sent)
+            if found.diverged is not None:
+                raise _diverged(sid, found.diverged, found.held_turn)
+            new = sent[found.new :]
+            if not new and sent[-1][0] != "user":
+                raise ServeError(
+                    400,
+                    "nothing new: the session holds every message sent; add a user message",
+                    param="messages",
+                )
+            exchange = _Exchange(new=new, asked=asked, budget=budget, rounds=rounds, fingerprint=fingerprint)
+            if self.settings.bundles is None:
+                return self._exchange(session, sid, exchange, request)
+            with self._open(tenant, sid, changes=True) as recording:  # under the lock taken above
+                return self._exchange(recording, sid, exchange, request)
+
+    def _checked(self, request: ChatRequest) -> tuple[list[tuple[str, str]], str, int | None, int]:
+        """The request's messages `(role, text)`, its question, budget and rounds; refused here,
+        before the session is opened, for everything that does not need the session."""
         from pagedctx.protocol.text import clean_text
 
         if request.model not in (self.model_id, "pagedctx"):
             raise ServeError(
                 404,
-                f"model {request.model!r} is not served here; use {self.model_id!r} (GET /v1/models)",
+                f"model {request.model[:100]!r} is not served here; use {self.model_id!r} (GET /v1/models)",
                 code="model_not_found",
                 param="model",
             )
@@ -157,50 +225,71 @@ class ChatService:
                 400, "no user message with text: the last user message is the question", param="messages"
             )
         options = request.pagedctx or PagedctxOptions()
-        with (
-            self._open(tenant, sid, changes=True) as session,
-            session.locked(self.settings.lock_wait_seconds),
-        ):
-            return self._answer(session, sid=sid, sent=sent, asked=asked, options=options, request=request)
-
-    def _answer(
-        self,
-        session: Session,
-        *,
-        sid: str,
-        sent: list[tuple[str, str]],
-        asked: str,
-        options: PagedctxOptions,
-        request: ChatRequest,
-    ) -> Reply:
-        held = [(str(t["speaker"]), str(t["text"])) for t in session.turns]
-        found = reconcile(held, sent)
-        if found.answered is not None:  # a retry: the reply is the answer already recorded
-            answer = held[found.answered][1]
-            return self._reply(
-                sid,
-                answer=answer,
-                finish="stop",
-                result=session.last,
-                request=request,
-                new_turns=0,
-                replayed=True,
-            )
-        new = sent[found.new :]
-        if not new and sent[-1][0] != "user":
+        budget = self.config.make_budget(options.budget).total
+        question = self._counter.count(asked)
+        if question >= budget:
             raise ServeError(
-                400, "nothing new: the session holds every message sent; add a user message", param="messages"
+                400,
+                f"the question (the last user message) is {question} tokens and the context budget is "
+                f"{budget}: the question alone fills it. Send the long text as an earlier message, "
+                "a document (POST /v1/sessions/{id}/sources) or raise pagedctx.budget, and ask a "
+                "shorter question",
+                code="question_too_long",
+                param="messages",
             )
-        session.add_turns(new)
-        result = session.ask(
-            asked, options.budget, options.max_rounds or self.settings.max_rounds, merges="deferred"
-        )
-        answer = result.answer or NO_ANSWER.format(policy=self.policy, rounds=len(result.rounds), sid=sid)
-        session.add_turn("assistant", answer)
-        finish = "stop" if result.answer else "length"
-        return self._reply(
-            sid, answer=answer, finish=finish, result=result, request=request, new_turns=len(new)
-        )
+        return sent, asked, options.budget, options.max_rounds or self.settings.max_rounds
+
+    @staticmethod
+    def _fingerprint(request: ChatRequest, idempotency_key: str | None) -> str:
+        """What makes two requests the same request: the body as sent, but for how the reply is
+        framed (`stream`, `stream_options`), and the `Idempotency-Key` header when there is one."""
+        body = request.model_dump(mode="json", exclude_unset=True, exclude={"stream", "stream_options"})
+        text = json.dumps([body, idempotency_key], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @staticmethod
+    def _retried(session: Session, turns: list[tuple[str, str]], fingerprint: str) -> str | None:
+        """The finish reason of the last request answered when this request is that one again
+        (same fingerprint, and the session unchanged since its answer), else None."""
+        raw = session.note(LAST_REQUEST)
+        if raw is None or not turns or turns[-1][0] != "assistant":
+            return None
+        try:
+            last = json.loads(raw)
+        except ValueError:
+            return None
+        if (
+            not isinstance(last, dict)
+            or last.get("request") != fingerprint
+            or last.get("turns") != len(turns)
+        ):
+            return None
+        return str(last.get("finish") or "stop")
+
+    def _exchange(self, session: Session, sid: str, exchange: _Exchange, request: ChatRequest) -> Reply:
+        """The new turns, the ask and the answer turn, in one store transaction."""
+        with session.atomic():
+            session.add_turns(exchange.new)
+            result = session.ask(exchange.asked, exchange.budget, exchange.rounds, merges="deferred")
+            answer, finish = self._delivered(result, sid, request)
+            session.add_turn("assistant", answer)
+            note = {"request": exchange.fingerprint, "turns": len(session.turns), "finish": finish}
+            session.set_note(LAST_REQUEST, json.dumps(note))
+        return self._reply(sid, answer=answer, finish=finish, result=result, new_turns=len(exchange.new))
+
+    def _delivered(self, result: Any, sid: str, request: ChatRequest) -> tuple[str, str]:
+        """The answer as the client gets it (and the session keeps it: its next whole-history
+        request sends it back), cut to `max_completion_tokens` / `max_tokens`, and why it ended."""
+        from pagedctx.protocol.text import clean_text
+
+        answer, finish = clean_text(result.answer or "").strip(), "stop"
+        if not answer:
+            answer = NO_ANSWER.format(policy=self.policy, rounds=len(result.rounds), sid=sid)
+            finish = "length"
+        limit = request.max_completion_tokens or request.max_tokens
+        if limit is not None and self._counter.count(answer) > limit:
+            answer, finish = self._cut(answer, limit), "length"
+        return answer, finish
 
     def _reply(
         self,
@@ -209,15 +298,10 @@ class ChatService:
         answer: str,
         finish: str,
         result: Any,
-        request: ChatRequest,
         new_turns: int,
         replayed: bool = False,
     ) -> Reply:
-        limit = request.max_completion_tokens or request.max_tokens
         completion = self._counter.count(answer)
-        if limit is not None and completion > limit:
-            answer, finish = self._cut(answer, limit), "length"
-            completion = self._counter.count(answer)
         prompt = sum(r.tokens for r in result.rounds) if result is not None and not replayed else 0
         extra: dict[str, Any] = {"session_id": sid, "new_turns": new_turns, "replayed": replayed}
         if result is not None:
@@ -233,15 +317,23 @@ class ChatService:
         return Reply(sid, answer, finish, usage, extra, consolidate=not replayed)
 
     def _cut(self, text: str, limit: int) -> str:
+        """The most words of `text` within `limit` tokens; when not even the first word fits, the
+        most characters of it (an answer is cut, never emptied)."""
         words = text.split(" ")
-        low, high = 0, len(words)
-        while low < high:  # the most words that fit
+        low = self._fitting(len(words), lambda n: " ".join(words[:n]), limit)
+        if low:
+            return " ".join(words[:low])
+        return text[: self._fitting(len(words[0]), lambda n: words[0][:n], limit)]
+
+    def _fitting(self, size: int, prefix: Any, limit: int) -> int:
+        low, high = 0, size
+        while low < high:  # the longest prefix that fits
             mid = (low + high + 1) // 2
-            if self._counter.count(" ".join(words[:mid])) <= limit:
+            if self._counter.count(prefix(mid)) <= limit:
                 low = mid
             else:
                 high = mid - 1
-        return " ".join(words[:low])
+        return low
 
     def consolidate(self, tenant: str, sid: str) -> int:
         """Fold the far field of a session after a reply (background; failures are logged, not raised)."""
@@ -314,25 +406,47 @@ class ChatService:
     def add_source(self, tenant: str, sid: str, kind: str, path: str) -> dict[str, Any]:
         """POST /v1/sessions/{id}/sources: attach a repository, document or dialogue file (allowed paths)."""
         if kind not in ("repo", "doc", "dialogue"):
-            raise ServeError(400, f"kind {kind!r}: use repo, doc or dialogue", param="kind")
-        target = Path(path).expanduser()
-        if not target.is_absolute():
-            raise ServeError(400, f"path {path!r} must be absolute (a path on the server)", param="path")
-        resolved = target.resolve()
-        roots = [Path(r).expanduser().resolve() for r in self.settings.source_roots]
-        if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-            allowed = ", ".join(str(r) for r in roots) or "none (set serve.source_roots in the profile)"
-            raise ServeError(
-                403,
-                f"{path} is outside the paths this server may read; allowed: {allowed}",
-                kind="permission_error",
-                code="path_not_allowed",
-                param="path",
-            )
+            raise ServeError(400, f"kind {kind[:40]!r}: use repo, doc or dialogue", param="kind")
+        resolved = self._allowed(path, kind)
         with (
             self._open(tenant, sid, changes=True) as session,
             session.locked(self.settings.lock_wait_seconds),
         ):
             adders = {"repo": session.add_repo, "doc": session.add_doc, "dialogue": session.add_dialogue}
             adders[kind](resolved)
+            session.set_note(LAST_REQUEST, None)  # the context changed: a request after it is a new one
         return self.summary(tenant, sid)
+
+    def _allowed(self, path: str, kind: str) -> Path:
+        """`path` resolved, if it is under an allowed root and of the kind named; else 400 / 403."""
+        shown = path if len(path) <= 200 else path[:200] + "..."
+        if not path or any(ord(c) < 32 or ord(c) == 127 for c in path):
+            raise ServeError(
+                400, f"path {shown!r}: give a path without control characters (NUL, newline...)", param="path"
+            )
+        try:
+            target = Path(path).expanduser()
+            if not target.is_absolute():
+                raise ServeError(400, f"path {shown!r} must be absolute (a path on the server)", param="path")
+            resolved = target.resolve()
+            roots = [Path(r).expanduser().resolve() for r in self.settings.source_roots]
+            inside = any(resolved == root or resolved.is_relative_to(root) for root in roots)
+            is_dir, is_file, exists = resolved.is_dir(), resolved.is_file(), resolved.exists()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long, ~nobody
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise ServeError(400, f"path {shown!r} cannot be resolved ({why})", param="path") from exc
+        if not inside:
+            allowed = ", ".join(str(r) for r in roots) or "none (set serve.source_roots in the profile)"
+            raise ServeError(
+                403,
+                f"{shown} is outside the paths this server may read; allowed: {allowed}",
+                kind="permission_error",
+                code="path_not_allowed",
+                param="path",
+            )
+        if kind == "repo" and not is_dir:
+            raise ServeError(400, f"repository {shown} is not a directory on the server", param="path")
+        if kind != "repo" and not is_file:
+            what = "no such file" if not exists else "not a regular file (a folder, FIFO or device)"
+            raise ServeError(400, f"{kind} {shown}: {what} on the server", param="path")
+        return resolved

@@ -5,6 +5,7 @@ serve:
   tokens: ["sk-team-a", "sk-team-b"]   # bearer tokens; or PAGEDCTX_SERVE_TOKENS=a,b; or --token-file
   source_roots: ["/srv/repos"]         # paths POST /v1/sessions/{id}/sources may attach
   max_body_bytes: 8388608              # 413 above this
+  body_timeout_seconds: 30             # 408 when a request body takes longer to arrive
   max_messages: 10000                  # 413 above this many messages in one request
   requests_per_minute: 600             # per token (each replica enforces its share); 429 above
   max_rounds: 6                        # PCP rounds per request
@@ -45,6 +46,7 @@ class ServeSettings(BaseModel):
     tokens: tuple[str, ...] = ()
     source_roots: tuple[Path, ...] = ()
     max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     max_messages: int = Field(default=10_000, ge=1)
     requests_per_minute: int = Field(default=600, ge=1)
     max_rounds: int = Field(default=6, ge=1, le=64)
