@@ -7,9 +7,10 @@ the obvious forms are read from the lines the candidate added to files that are 
 (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests`/`test` folder) and fail the verdict
 (POLICY_VIOLATION): the names of the runner and its internals (`pytest`, `_pytest`, `pluggy`,
 `PYTEST_*`), JUnit, `os._exit`, frame and object-graph walks (`sys._getframe`, `f_back`,
-`gc.get_objects`, `inspect.stack`), `sys.modules`, `sys.argv`, a `TEST` variable read from the
-environment, `__import__`, `ctypes`, the builtins, `/proc/`, and pagedctx's own variables
-(`PAGEDCTX_*`). A project whose own code must name these (a pytest plugin, say) cannot be
+`gc.get_objects`, `inspect.stack`, `traceback.extract_stack`), `sys.modules`, `sys.argv`, a `TEST`
+variable read from the environment, import hooks (`sys.meta_path`, `path_hooks`), `__main__`,
+the output streams' type, `__import__`, `ctypes`, `psutil`, the builtins, `/proc/`, and
+pagedctx's own variables (`PAGEDCTX_*`). A project whose own code must name these (a pytest plugin, say) cannot be
 judged by a test-based verdict of ours; docs/evidence.md says so.
 """
 
@@ -26,13 +27,23 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an exit that skips the runner's end (os._exit)", re.compile(r"\bos\s*\.\s*_exit\b|\b_exit\s*\(")),
     (
         "a walk of the caller's frames or all objects",
-        re.compile(r"sys\s*\.\s*_getframe|gc\s*\.\s*get_objects|inspect\s*\.\s*stack"),
+        re.compile(
+            r"sys\s*\.\s*_getframe|sys\s*\.\s*_current_frames|gc\s*\.\s*get_(objects|referrers|referents)"
+            r"|inspect\s*\.\s*(stack|currentframe|getouterframes)|traceback\s*\.\s*(extract|format|walk)_stack"
+        ),
     ),
     ("another process's files (/proc)", re.compile(r"/proc\b")),
     ("the harness's variables", re.compile(r"PAGEDCTX_")),
     ("the loaded modules (sys.modules)", re.compile(r"sys\s*\.\s*modules\b")),
     ("the process's arguments (sys.argv)", re.compile(r"sys\s*\.\s*argv\b")),
-    ("a test marker in the environment", re.compile(r"(environ|getenv)\b.*TEST")),
+    ("a test marker in the environment", re.compile(r"(environ|getenv)\b.*TEST|TEST.*\b(environ|getenv)\b")),
+    ("the import system (import hooks)", re.compile(r"meta_path|path_hooks|path_importer_cache")),
+    ("the main module (__main__)", re.compile(r"\bimport\s+__main__|\bfrom\s+__main__\b|__main__\s*\.")),
+    (
+        "the output streams' type",
+        re.compile(r"type\(\s*sys\s*\.\s*std(out|err)|sys\s*\.\s*std(out|err)\s*\.\s*__class__"),
+    ),
+    ("another process (psutil)", re.compile(r"\bpsutil\b")),
     ("the callers' frames", re.compile(r"\bf_back\b|\bf_locals\b|\bf_globals\b")),
     ("an import by computed name (__import__)", re.compile(r"__import__\s*\(")),
     ("raw memory (ctypes)", re.compile(r"\bctypes\b")),

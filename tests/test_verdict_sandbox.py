@@ -231,6 +231,12 @@ def test_the_diff_check_names_code_that_reaches_for_the_runner() -> None:
         @@ -1 +1,2 @@
         +import sys; FAKE = "pytest" in sys.modules
         +import os; os._exit(0)
+        diff --git a/util.py b/util.py
+        --- a/util.py
+        +++ b/util.py
+        @@ -1 +1,2 @@
+        +import sys; sys.meta_path.insert(0, object())
+        +if __name__ == "__main__": pass
         diff --git a/tests/test_x.py b/tests/test_x.py
         --- a/tests/test_x.py
         +++ b/tests/test_x.py
@@ -243,7 +249,8 @@ def test_the_diff_check_names_code_that_reaches_for_the_runner() -> None:
             "the test runner (pytest)",
             "the loaded modules (sys.modules)",
             "an exit that skips the runner's end (os._exit)",
-        ]
+        ],
+        "util.py": ["the import system (import hooks)"],
     }
 
 
