@@ -10,8 +10,8 @@ the obvious forms are read from the lines the candidate added to files that are 
 `gc.get_objects`, `inspect.stack`, `traceback.extract_stack`), `sys.modules`, `sys.argv`, a `TEST`
 variable read from the environment, import hooks (`sys.meta_path`, `path_hooks`), `__main__`,
 the output streams' type, `__import__`, `ctypes`, `psutil`, the builtins, `/proc/`, and
-pagedctx's own variables (`PAGEDCTX_*`). A project whose own code must name these (a pytest plugin, say) cannot be
-judged by a test-based verdict of ours; docs/evidence.md says so.
+pagedctx's own variables (`PAGEDCTX_*`). A project whose own code must name these (a pytest
+plugin, say) cannot be judged by a test-based verdict of ours; docs/evidence.md says so.
 """
 
 from __future__ import annotations

@@ -10,15 +10,18 @@ neither.
 `harness_tree(start, read, pins, test_ids)` decides each path of the image:
 
 - the files that decide come from the sealed start, whatever the candidate did to them: every
-  contract test file and every Python module in a contract test's folder, the `__init__.py` of
-  every folder on the way from the root to a contract test, every `conftest.py`, every `pytest.ini`
-  and `.pytest.ini`, and `pyproject.toml`, `setup.cfg`, `tox.ini` in the root and every folder on
-  the way to a contract test (the runner's configuration); one the candidate added is left out;
+  contract test file and every test module (`test_*.py`, `*_test.py`) in a contract test's
+  folder, the `__init__.py` of every folder on the way from the root to a contract test, every
+  `conftest.py`, `pytest.ini`, `.pytest.ini`, `pytest.toml` and `.pytest.toml`, and
+  `pyproject.toml`, `setup.cfg`, `tox.ini` in the root and every folder on the way to a contract
+  test (the runner's configuration); one the candidate added is left out;
 - outside the pins, every file is the start's bytes (a change there is also a scope failure);
 - inside the pins, the candidate's regular files, except a compiled module (an extension module
   or a sourceless `.pyc`: code the diff cannot show), and a new module or package that would
   shadow the standard library or an installed package (`pytest.py`, `json.py` at the root, where
-  `python -m pytest` imports it before any plugin): those keep the start's bytes, or are left out;
+  `python -m pytest` imports it before any plugin) or one of the project's own modules from
+  another folder (`tests/calc.py` beside `src/calc.py`: the tests would import it, a real caller
+  would not): those keep the start's bytes, or are left out;
 - nothing else: no symlink, no special file, nothing from a skipped folder.
 
 Every left-out or reverted path is recorded with its reason (`TreeImage.dropped`); a path whose
@@ -67,7 +70,7 @@ DropReason = Literal[
 ]
 DANGEROUS: frozenset[str] = frozenset({"compiled", "shadows"})  # the verdict fails on these
 
-RUNNER_FILES_ANYWHERE = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+RUNNER_FILES_ANYWHERE = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml"})
 RUNNER_FILES_ON_THE_WAY = frozenset({"pyproject.toml", "setup.cfg", "tox.ini", "__init__.py"})
 COMPILED = tuple(importlib.machinery.EXTENSION_SUFFIXES) + tuple(importlib.machinery.BYTECODE_SUFFIXES)
 
@@ -227,6 +230,15 @@ def _top_level_name(relative: str, files: dict[str, tuple[bytes, int]]) -> str:
     return name
 
 
+def _import_root(relative: str, files: dict[str, tuple[bytes, int]]) -> str:
+    """The folder that must be on sys.path for this file to import under its top-level name."""
+    path = PurePosixPath(relative)
+    root = path.parent
+    while root != PurePosixPath(".") and (root / "__init__.py").as_posix() in files:
+        root = root.parent
+    return root.as_posix()
+
+
 def _compiled(relative: str) -> bool:
     return relative.endswith(COMPILED)
 
@@ -239,6 +251,7 @@ class _Builder:
         self.files: dict[str, tuple[bytes, int]] = {}
         self.dropped: dict[str, DropReason] = {}
         self.unrecoverable: list[str] = []
+        self._names: dict[str, set[str]] | None = None
 
     def unchanged(self, relative: str, current: tuple[bytes, int]) -> bool:
         entry = self.start.files.get(relative)
@@ -266,11 +279,34 @@ class _Builder:
         if current is None or chosen is None or chosen[0] != current[0]:
             self.dropped[relative] = reason
 
+    def _project_names(self) -> dict[str, set[str]]:
+        """Top-level import name -> the folders whose module has it, over the start's Python files."""
+        if self._names is None:
+            self._names = {}
+            start_files = dict.fromkeys(self.start.files, (b"", 0))
+            for path in self.start.files:
+                if path.endswith(".py"):
+                    name = _top_level_name(path, start_files)
+                    self._names.setdefault(name, set()).add(_import_root(path, start_files))
+        return self._names
+
+    def _shadows(self, relative: str) -> bool:
+        """A new module named like the standard library's, an installed package's, or one of the
+        project's own modules in another folder (`tests/calc.py` beside `src/calc.py`: the tests
+        would import it and a real caller would not)."""
+        name = _top_level_name(relative, self.read.files)
+        if name in _shadowable():
+            return True
+        if not relative.endswith(".py"):
+            return False
+        elsewhere = self._project_names().get(name, set()) - {_import_root(relative, self.read.files)}
+        return bool(elsewhere)
+
     def candidate(self, relative: str, current: tuple[bytes, int]) -> None:
         """A file inside the pins, changed or new: the candidate's, unless it slips code past the diff."""
         if _compiled(relative):
             self.keep_start(relative, current, "compiled")
-        elif relative not in self.start.files and _top_level_name(relative, self.read.files) in _shadowable():
+        elif relative not in self.start.files and self._shadows(relative):
             self.dropped[relative] = "shadows"
         else:
             self.files[relative] = current

@@ -102,8 +102,23 @@ def test_outside_the_pins_the_start_stands_and_unsafe_files_never_enter() -> Non
         "calc.pyc": "bytes",
         "pkg/__init__.py": "",
         "pkg/json.py": "x = 1\n",  # a submodule of a package: not a top-level name
+        "tools/calc.py": FIXED,  # on sys.path before the root, the tests would import it; a caller not
+        "tests/calc.py": FIXED,  # tests/ is a package here: tests.calc, not calc
+        "scripts/calc/__init__.py": FIXED,
+        "scripts/tool.py": "x = 1\n",  # a new module of a new name: the candidate's
     }
-    pins = Pins(allowed_paths=("calc.py", "pytest.py", "json.py", "_pytest/**", "calc.*", "pkg/**"))
+    pins = Pins(
+        allowed_paths=(
+            "calc.py",
+            "pytest.py",
+            "json.py",
+            "_pytest/**",
+            "calc.*",
+            "pkg/**",
+            "tests/calc.py",
+            "scripts/**",
+        )
+    )
     files, dropped = _image(candidate, pins)
     assert files["docs/notes.md"] == "notes\n" and dropped["docs/notes.md"] == "outside_pins"
     assert files["calc.py"] == FIXED
@@ -113,9 +128,12 @@ def test_outside_the_pins_the_start_stands_and_unsafe_files_never_enter() -> Non
         ("_pytest/__init__.py", "shadows"),
         ("calc.cpython-311-x86_64-linux-gnu.so", "compiled"),
         ("calc.pyc", "compiled"),
+        ("tools/calc.py", "shadows"),
+        ("scripts/calc/__init__.py", "shadows"),
     ):
         assert path not in files and dropped[path] == why, path
-    assert files["pkg/json.py"] == "x = 1\n"
+    assert files["pkg/json.py"] == "x = 1\n" and files["scripts/tool.py"] == "x = 1\n"
+    assert files["tests/calc.py"] == FIXED
 
 
 def test_a_file_whose_start_bytes_were_never_captured_is_unrecoverable() -> None:

@@ -1271,3 +1271,76 @@ def interpreter_wrapper_sets_pytest_addopts(s: Sample, attempt: int) -> None:
             os.replace(launcher + ".new", launcher)
         """,
     )
+
+
+# -- routes added by the lead after the sandbox landed (each must stay FAIL) ---------------------
+
+
+@attack(1, NARROW)
+def regular_module_shadowing_calc(s: Sample, attempt: int) -> None:
+    """1: tests/calc.py, a plain regular file (a fixed copy): first on sys.path in the run (rootdir
+    insertion), so the tests import it while a real caller imports src/calc.py."""
+    s.write("tests/calc.py", FIXED_CALC)
+
+
+@attack(2, BROAD)
+def pytest_toml_config(s: Sample, attempt: int) -> None:
+    """2: pytest.toml (pytest 9 reads it before pyproject.toml) loading a plugin planted at the root."""
+    s.write("zz_plugin.py", PLUGIN)
+    s.write("pytest.toml", '[pytest]\npythonpath = ["src", "."]\naddopts = ["-p", "zz_plugin"]\n')
+
+
+@attack(3, NARROW)
+def rewrite_the_test_during_the_run(s: Sample, attempt: int) -> None:
+    """3 within the run: a new test module collected first imports calc, whose import rewrites the
+    contract's test file before pytest collects it (no name the diff check reads)."""
+    s.write("tests/test_aaa.py", "import calc\n\n\ndef test_aaa():\n    pass\n")
+    calc = s.root / "src" / "calc.py"
+    payload = (
+        "import pathlib as _p\n"
+        "_t = _p.Path(__file__).resolve().parents[1] / 'tests' / 'test_calc.py'\n"
+        "try:\n"
+        f"    _t.write_text({TRIVIAL_TESTS!r})\n"
+        "except OSError:\n"
+        "    pass\n"
+    )
+    calc.write_text(payload + calc.read_text())
+
+
+@attack(5, NARROW)
+def obfuscated_exit_after_faking(s: Sample, attempt: int) -> None:
+    """5: add() writes an all-pass JUnit file and a fake summary, then ends the process with an exit
+    named by computed strings, past the diff check: the session never reaches its end."""
+    calc = s.root / "src" / "calc.py"
+    payload = (
+        "import os as _o\n"
+        "def add(a, b):\n"
+        "    d = getattr(_o, 'env' + 'iron').get('PAGED' + 'CTX_REPORTS')\n"
+        "    if d is None:\n"
+        "        return a - b\n"
+        f"    open(d + '/ju' + 'nit.xml', 'w').write({ALL_PASS_JUNIT!r})\n"
+        f"    print({FAKE_SUMMARY!r}, flush=True)\n"
+        "    getattr(_o, '_e' + 'xit')(0)\n"
+    )
+    calc.write_text(
+        calc.read_text().split("def add", 1)[0] + payload + "\n\ndef sub(a, b):\n    return a - b\n"
+    )
+
+
+@attack(5, NARROW)
+def channel_records_forged_without_the_nonce(s: Sample, attempt: int) -> None:
+    """5: code under test appends all-pass records to every descriptor it can write (the harness
+    channel among them), with made-up MACs: records that do not check make the report untrusted."""
+    calc = s.root / "src" / "calc.py"
+    payload = (
+        "import json as _j, os as _o\n"
+        "for _fd in range(3, 64):\n"
+        "    try:\n"
+        "        for _n, _r in enumerate([{'kind': 'start', 'rootdir': '.'}, "
+        "{'kind': 'test', 'id': 'tests/test_calc.py::test_add', 'when': 'call', 'outcome': 'passed'}, "
+        "{'kind': 'end', 'exitstatus': 0}]):\n"
+        "            _o.write(_fd, (_j.dumps({'seq': _n, **_r}) + '\\t' + '0' * 64 + '\\n').encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    calc.write_text(payload + calc.read_text())
