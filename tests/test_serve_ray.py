@@ -173,3 +173,25 @@ def test_concurrent_requests_to_one_session_on_two_replicas_never_interleave(ser
     with Session.open(store=server.store, session_id="local.shared") as session:
         speakers = [t["speaker"] for t in session.turns]
     assert speakers == ["user", "assistant"] * 8
+
+
+def test_a_malformed_request_gets_openai_shaped_json_from_the_serve_proxy(server: Server) -> None:
+    """Issue 31 (D2): behind Ray Serve's own proxy too, a request that is not valid HTTP/1.1 (a
+    negative or non-numeric Content-Length) gets a JSON 400 in the OpenAI error shape, not the
+    proxy's plain text."""
+    import json
+    import socket
+
+    host, port = server.url.removeprefix("http://").split(":")
+    for length in (b"-5", b"abc"):
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            connection.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + length + b"\r\n\r\n{}"
+            )
+            reply = b""
+            while chunk := connection.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), reply
+        assert json.loads(body)["error"]["code"] == "invalid_http_request", reply

@@ -10,6 +10,7 @@ settings' host and port; the app takes the route prefix "/" (a GPU profile's mod
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -47,7 +48,10 @@ class ChatDeployment:
 def start(settings: ServeSettings, config: Config) -> Any:
     """Start the Serve proxy on the settings' host/port and run the app; returns its handle."""
     from pagedctx.actors.cluster import ensure_ray
+    from pagedctx.serve.http import PROXY_CALLBACK
 
+    # the proxy (a Ray worker) inherits this from the cluster this process starts: parse errors in JSON
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
     ensure_ray()
     serve.start(http_options={"host": settings.host, "port": settings.port})
     deployment: Any = ChatDeployment  # a serve.Deployment once decorated (mypy sees the class)

@@ -9,8 +9,10 @@ shape for every refusal.
 `json_errors_protocol()` is the class for `uvicorn.Config(http=...)` (httptools when installed,
 as uvicorn's "auto" picks, else h11), for every uvicorn server pagedctx builds itself. Behind Ray
 Serve the HTTP server is Serve's proxy, which builds its own uvicorn in its own process and takes
-no protocol class (Ray 2.60 also removed `http_options.middlewares`, the one way code of ours ran
-there): such a request gets the proxy's plain-text 400 (docs/serve.md says so).
+no protocol class; but it calls the function named by `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`
+when it starts, in its own process: `ray_proxy_callback` (set by `deployment.start` before the
+cluster starts, so the proxy inherits it) gives uvicorn's protocols there the same JSON 400. On a
+cluster the user started, start it with that variable set to `pagedctx.serve.http.ray_proxy_callback`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Any
 
 from pagedctx.serve.openai_types import ServeError, error_body
 
-__all__ = ["invalid_http_body", "json_errors_protocol"]
+__all__ = ["PROXY_CALLBACK", "invalid_http_body", "json_errors_protocol", "ray_proxy_callback"]
+
+PROXY_CALLBACK = "pagedctx.serve.http.ray_proxy_callback"
 
 _MESSAGE = (
     "the request is not valid HTTP/1.1 (a Content-Length that is not a number of bytes, a broken "
@@ -81,3 +85,17 @@ def json_errors_protocol() -> type[asyncio.Protocol]:
 
         return type("JsonErrorsH11Protocol", (H11Protocol,), {"send_400_response": _h11_400})
     return type("JsonErrorsHttpToolsProtocol", (HttpToolsProtocol,), {"send_400_response": _httptools_400})
+
+
+def ray_proxy_callback() -> list[Any]:
+    """Run by Ray Serve's proxy at its start (`RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`): uvicorn's
+    protocols in that process answer a malformed request in JSON; no middleware is added."""
+    from uvicorn.protocols.http import h11_impl
+
+    h11_impl.H11Protocol.send_400_response = _h11_400  # type: ignore[method-assign]
+    try:
+        from uvicorn.protocols.http import httptools_impl
+    except ImportError:  # pragma: no cover - httptools is a dependency of ray[serve]
+        return []
+    httptools_impl.HttpToolsProtocol.send_400_response = _httptools_400  # type: ignore[method-assign]
+    return []
