@@ -1,7 +1,8 @@
 """The roles on Ray (D1, DESIGN.md section 4): actors from a profile, adapters for the turn loop.
 
 `start_roles(...)` starts a Router, a Worker and a Consolidator actor on the Ray cluster
-(`ensure_ray` starts a local one on 127.0.0.1 when none is running). Every actor restarts after a
+(`ensure_ray`, local_ray.py: attaches to a running one, or starts one on 127.0.0.1 that ends with
+this process). Every actor restarts after a
 crash (`max_restarts`) and retries the call it was running (`max_task_retries`); the Router
 gets the session's blocks by reference (published to the store, `block_refs.py`: Ray keeps
 constructor arguments to restart an actor, so they stay small) and, rebuilt, loads them and the
@@ -14,12 +15,12 @@ it. `RayRoles` hands the loop what it expects: a `Router`, a `Worker` and a cons
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pagedctx.actors.block_refs import BlockRef, publish_blocks
+from pagedctx.actors.local_ray import ensure_ray, stop_ray
 from pagedctx.actors.roles import ConsolidatorRole, ReplicaMissing, RouterRole, WorkerRole
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.models.factory import RoleSpec
@@ -29,20 +30,7 @@ from pagedctx.host.roles.transport import PlanRequest, state_delta
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import Page, SessionState
 
-__all__ = ["ActorOptions", "RayRoles", "ensure_ray", "start_roles"]
-
-
-def ensure_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
-    """Connect to Ray, starting a local cluster on 127.0.0.1 if none runs (RAY_ADDRESS is honoured)."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind to 127.0.0.1 (REFERENCE.md)
-    import ray
-
-    if ray.is_initialized():
-        return
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if "RAY_ADDRESS" not in os.environ:
-        options.update(num_cpus=num_cpus, num_gpus=num_gpus)
-    ray.init(**options)
+__all__ = ["ActorOptions", "RayRoles", "ensure_ray", "start_roles", "stop_ray"]
 
 
 @dataclass(frozen=True)

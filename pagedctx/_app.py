@@ -10,9 +10,6 @@ because starting Ray costs 10-13 s where a baseline session takes about a second
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,7 +31,6 @@ __all__ = [
 ]
 
 Runtime = Literal["auto", "ray", "inproc"]
-RAY_CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")  # written by `ray start --head`
 ROLES = ("router", "worker", "consolidator")
 TASK_ROLES = ("generator",)  # roles of a face's own loop (evolve), not of the PCP session
 
@@ -134,18 +130,9 @@ def actor_options(ray_settings: dict[str, Any]) -> dict[str, Any]:
 def ray_cluster_running() -> bool:
     """Whether a Ray cluster is there to attach to: `RAY_ADDRESS`, or a local `ray start` whose
     GCS answers on its port. Never imports Ray (that alone costs seconds)."""
-    if os.environ.get("RAY_ADDRESS"):
-        return True
-    try:
-        address = RAY_CURRENT_CLUSTER.read_text().strip()
-    except OSError:
-        return False
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return False
-    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=0.3):
-        return True
-    return False
+    from pagedctx.actors.local_ray import ray_cluster_running as running
+
+    return running()
 
 
 def resolve_runtime(chosen: str) -> Literal["ray", "inproc"]:

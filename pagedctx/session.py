@@ -241,6 +241,8 @@ class Session:
         if not self._closed:
             self._closed = True
             self._store.close()
+            if self._bundle is not None:
+                self._bundle.close()  # its hold on the bundle (host/records/bundle.py)
 
     def _recorded(self, step: BundleStep, **extra: Any) -> None:
         """`step` appended to the session's bundle, with the clock's readings since the last one

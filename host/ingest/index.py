@@ -64,7 +64,7 @@ from pagedctx.host.ingest.meta import (
     SkippedFile,
     UpdateReport,
 )
-from pagedctx.host.ingest.walk import FoundFile, Skipped, SkipReason, WalkResult, walk_roots
+from pagedctx.host.ingest.walk import FoundFile, Skipped, SkipReason, WalkResult, walk_roots, why_empty
 from pagedctx.host.store import keys
 from pagedctx.host.store.base import Batch, Store
 from pagedctx.host.store.url import open_store
@@ -443,7 +443,7 @@ class Index:
         updater.hook = hook
         plan = updater.plan()
         if plan.current:
-            return updater.current_report(plan, started)
+            return updater.explained(updater.current_report(plan, started))
         wait = index_wait_seconds() if wait_seconds is None else wait_seconds
         with (
             self.store.lock(
@@ -451,7 +451,7 @@ class Index:
             ),
             few_collections(),
         ):
-            return updater.run(started)
+            return updater.explained(updater.run(started))
 
 
 class _Updater:  # one update; split from Index so the look-up API stays small
@@ -514,6 +514,16 @@ class _Updater:  # one update; split from Index so the look-up API stays small
             and self.store.hlen(keys.UNITS) >= self.store.hlen(keys.CHUNKS)
         )
         return plan
+
+    def explained(self, report: UpdateReport) -> UpdateReport:
+        """`report` with the roots that hold no indexed file, each with why (`why_empty`)."""
+        stored = self.store.hkeys(keys.FILES_META)
+        for root, rel in zip(self.roots, self.root_rels, strict=True):
+            held = bool(stored) if rel == "." else any(p == rel or p.startswith(rel + "/") for p in stored)
+            if not held:
+                limit = self.explicit or DEFAULT_MAX_FILE_BYTES
+                report.empty_roots[str(root)] = why_empty(root, max_file_bytes=limit, wanted=_is_source)
+        return report
 
     def _settings(self, meta: IndexMeta) -> dict[str, RootSettings]:
         """Every root's settings after this update: explicit ones win, else recorded, else inherited."""

@@ -170,6 +170,9 @@ class UpdateReport(BaseModel):
     languages: dict[str, LanguageStats] = Field(default_factory=dict)
     skipped: list[SkippedFile] = Field(default_factory=list)
     syntax_errors: dict[str, int] = Field(default_factory=dict, description="path -> recovered error count")
+    empty_roots: dict[str, str] = Field(
+        default_factory=dict, description="root (absolute) -> why it holds no indexed file, for people"
+    )
     seconds: float = 0.0
 
 

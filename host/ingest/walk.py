@@ -8,7 +8,10 @@ What it passes over and why:
   `.pagedctx`): not reported, as git does not report them either. `.gitignore` files above a root
   apply from the top of the root's repository (the nearest folder at or above it holding `.git`)
   down, as git applies them, and none when the root is in no repository: what a root holds never
-  depends on which other roots share its store (and so its base);
+  depends on which other roots share its store (and so its base). A root the user names is
+  walked even when such a file ignores it: a pattern above the root that matches the root or a
+  folder on the way to it (`build/` for a root `build/proj`) is dropped for that root, the other
+  patterns (`*.log`) and every `.gitignore` inside the root apply as usual;
 - `symlink_outside`: a link that resolves outside every root (never followed);
 - `symlink_loop`: a link to a folder already being walked, or a link that cannot be resolved;
 - `too_large`: over the size limit;
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # imported by the walk itself: a `select` on an indexed store never walks
     import pathspec
 
-__all__ = ["ALWAYS_IGNORED", "FoundFile", "SkipReason", "Skipped", "WalkResult", "walk_roots"]
+__all__ = ["ALWAYS_IGNORED", "FoundFile", "SkipReason", "Skipped", "WalkResult", "walk_roots", "why_empty"]
 
 ALWAYS_IGNORED = frozenset({".git", ".hg", ".svn", ".pagedctx"})
 
@@ -68,6 +71,8 @@ class Skipped:
 class WalkResult:
     files: list[FoundFile] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    ignored: int = 0  # files and folders passed over by a .gitignore or as version-control folders
+    unwanted: int = 0  # files `wanted` passed over by their name (not source code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,22 @@ def _load_gitignore(directory: str | Path, folder_rel: str, lead: str = "") -> _
 
     spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
     return _Ignore(folder_rel, spec, lead) if len(spec.patterns) else None
+
+
+def _sparing(ignore: _Ignore, inner_root: str) -> _Ignore | None:
+    """`ignore` (a .gitignore above a root) without the patterns that ignore the root or a folder on
+    the way to it; `inner_root`: the root's path as its patterns see it. None when nothing is left."""
+    parts = inner_root.split("/")
+    folders = ["/".join(parts[: n + 1]) + "/" for n in range(len(parts))]
+    patterns = ignore.spec.patterns
+    kept = [p for p in patterns if not (p.include and any(p.match_file(f) is not None for f in folders))]
+    if len(kept) == len(patterns):
+        return ignore
+    if not any(p.include is not None for p in kept):
+        return None
+    import pathspec
+
+    return _Ignore(ignore.folder, pathspec.GitIgnoreSpec(kept), ignore.lead)
 
 
 def _ignored(ignores: Sequence[_Ignore], rel: str, is_dir: bool) -> bool:
@@ -154,19 +175,25 @@ def walk_roots(
     for root in roots:
         walk.max_file_bytes = (limits or {}).get(root, max_file_bytes)
         ignores: list[_Ignore] = []
-        # .gitignore files above the root apply up to its repository's top, as git applies them.
+        root_rel = "" if root == base else _rel(base, root)
+        # .gitignore files above the root apply up to its repository's top, as git applies them,
+        # except for what would hide the root itself (module docstring).
         top = _repository_top(root)
         for ancestor in reversed(root.parents):
             if top is not None and ancestor.is_relative_to(top):
                 if ancestor.is_relative_to(base):
-                    found = _load_gitignore(ancestor, "" if ancestor == base else _rel(base, ancestor))
+                    folder = "" if ancestor == base else _rel(base, ancestor)
+                    found = _load_gitignore(ancestor, folder)
+                    inner = root_rel[len(folder) + 1 :] if folder else root_rel
                 else:
-                    found = _load_gitignore(ancestor, "", lead=_rel(ancestor, base))
-                if found is not None:
+                    lead = _rel(ancestor, base)
+                    found = _load_gitignore(ancestor, "", lead=lead)
+                    inner = f"{lead}/{root_rel}" if root_rel else lead
+                if found is not None and (found := _sparing(found, inner)) is not None:
                     ignores.append(found)
         real = str(root.resolve())
         walk.active = {real}
-        _walk_dir(walk, str(root), "" if root == base else _rel(base, root), real, ignores)
+        _walk_dir(walk, str(root), root_rel, real, ignores)
     walk.result.files.sort(key=lambda f: f.rel)
     walk.result.skipped.sort(key=lambda s: s.rel)
     return walk.result
@@ -197,9 +224,8 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
         except OSError as exc:
             result.skipped.append(Skipped(rel, SkipReason.UNREADABLE, exc.strerror or str(exc)))
             continue
-        if entry.name in ALWAYS_IGNORED and is_dir:
-            continue
-        if scoped and _ignored(scoped, rel, is_dir):
+        if (entry.name in ALWAYS_IGNORED and is_dir) or (scoped and _ignored(scoped, rel, is_dir)):
+            result.ignored += 1
             continue
         real = ""
         if is_link:
@@ -223,6 +249,7 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
             walk.active.discard(real)
             continue
         if walk.wanted is not None and not walk.wanted(entry.name):
+            result.unwanted += 1
             continue
         try:
             info = entry.stat()
@@ -237,3 +264,19 @@ def _walk_dir(  # noqa: C901 - one loop over entry kinds, each with its own outc
             )
             continue
         result.files.append(FoundFile(rel, entry.path, info.st_size, info.st_mtime_ns))
+
+
+def why_empty(root: Path, *, max_file_bytes: int, wanted: Callable[[str], bool] | None = None) -> str:
+    """Why `root` yields no file to index, for people: what its walk passed over, counted."""
+    result = walk_roots([root], root, max_file_bytes=max_file_bytes, wanted=wanted)
+    reasons = []
+    if result.ignored:
+        reasons.append(f"{result.ignored} file(s) or folder(s) ignored (.gitignore rules, version control)")
+    if result.unwanted:
+        reasons.append(f"{result.unwanted} file(s) in no language pagedctx indexes")
+    if result.skipped:
+        kinds = ", ".join(sorted({s.reason.value for s in result.skipped}))
+        reasons.append(f"{len(result.skipped)} passed over ({kinds})")
+    if result.files:
+        reasons.append(f"{len(result.files)} source file(s) whose content is not text (binary, not UTF-8)")
+    return "; ".join(reasons) if reasons else "the folder holds no files"

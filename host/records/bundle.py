@@ -16,8 +16,14 @@ A session opened with `bundle=DIR` records itself: every call that changes it (`
 each merge `consolidate` applies) appends a step after it succeeded, with the readings of the
 session's clock taken since the step before, and rewrites the manifest atomically under a file
 lock (a server's requests and its background merges are separate `Session` objects on one folder).
-A bundle is whole whenever its manifest exists. Replaying one (pagedctx/replay/verify.py) opens a
-session on a private store and runs the steps again, the clock giving back each step's readings.
+A bundle is whole whenever its manifest exists: the manifest is the commit. It holds the sizes of
+the trace, contexts and calls files when it was written, and readers (`committed`) read no further,
+so the rounds of an ask whose process was killed before its step was written (a server killed
+mid-request), a half-written last line included, are not part of the bundle. The next writer cuts
+them off (`BundleRecorder.open`, when no other live process has the bundle open: each writer holds
+a shared lock on `.writers` while it lives, and healing takes it exclusively). Replaying one
+(pagedctx/replay/verify.py) opens a session on a private store and runs the steps again, the clock
+giving back each step's readings.
 
 `pagedctx evolve --bundle DIR` writes a bundle of kind "evolve" (`EvolveManifest`: the base tree
 copied, one `EvolveAttemptEvent` per attempt, each attempt's generator payload in contexts.jsonl;
@@ -57,6 +63,7 @@ __all__ = [
     "EvolveAttemptEvent",
     "EvolveManifest",
     "EvolveRun",
+    "InterruptedStep",
     "MergeStep",
     "RecordingClock",
     "ReplayClock",
@@ -64,6 +71,7 @@ __all__ = [
     "TurnsStep",
     "bundle_kind",
     "bundle_lock",
+    "committed",
     "keep_copy",
     "label_last_ask",
     "load_evolve_manifest",
@@ -169,8 +177,15 @@ class MergeStep(_Step):
     applied: bool = Field(description="False: an ask changed the pages meanwhile, the merge was dropped")
 
 
+class InterruptedStep(_Step):
+    op: Literal["interrupted"] = "interrupted"
+    rounds: int = Field(ge=0, description="round events of the unfinished ask that were cut off")
+    cut: tuple[str, ...] = Field(description="the record files cut back to what the manifest accounted for")
+
+
 BundleStep = Annotated[
-    RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep, Field(discriminator="op")
+    RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep | InterruptedStep,
+    Field(discriminator="op"),
 ]
 
 
@@ -195,6 +210,12 @@ class BundleManifest(BaseModel):
     calls: str = "calls.jsonl"
     digests: dict[str, str] = Field(
         default_factory=dict, description="sha256 of the bundle's trace, contexts and calls files"
+    )
+    sizes: dict[str, int] = Field(
+        default_factory=dict,
+        description="bytes of the trace, contexts and calls files when the manifest was written: "
+        "readers read no further (what a writer killed mid-ask appended after is not part of the "
+        "bundle; the next writer cuts it off). Absent in bundles written before it: the whole files",
     )
 
     @property
@@ -418,6 +439,51 @@ def write_manifest(folder: Path, manifest: BaseModel) -> None:
     os.replace(staged, folder / MANIFEST)
 
 
+RECORDS = ("trace.jsonl", "contexts.jsonl", "calls.jsonl")  # the append-only files of a session bundle
+
+
+def _whole_lines(data: bytes) -> bytes:
+    """`data` without a last line that has no newline (a write a killed process left unfinished)."""
+    return data if not data or data.endswith(b"\n") else data[: data.rfind(b"\n") + 1]
+
+
+def committed(folder: Path, manifest: BundleManifest, name: str) -> bytes:
+    """The bytes of one of the bundle's record files that its manifest accounts for: the first
+    `sizes[name]` bytes when they are what was written (their digest); else (the file was altered
+    since, or a bundle written before sizes were kept) its whole lines, for the digest check to
+    report."""
+    try:
+        data = (folder / name).read_bytes()
+    except FileNotFoundError:
+        return b""
+    size, digest = manifest.sizes.get(name), manifest.digests.get(name)
+    if size is not None and len(data) >= size:
+        prefix = data[:size]
+        if (digest is None and size == 0) or digest == sha256_hex(prefix):
+            return prefix
+    return _whole_lines(data)
+
+
+def _heal(folder: Path, manifest: BundleManifest) -> InterruptedStep | None:
+    """Cut each record file back to what the manifest accounts for; the step saying what was cut
+    (None: nothing was)."""
+    cut, rounds = [], 0
+    for name in (manifest.trace, manifest.contexts, manifest.calls):
+        path = folder / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        keep = committed(folder, manifest, name)
+        if len(keep) < len(data):
+            with path.open("r+b") as handle:
+                handle.truncate(len(keep))
+            cut.append(name)
+            if name == manifest.trace:
+                rounds = data[len(keep) :].count(b"\n")
+    return InterruptedStep(rounds=rounds, cut=tuple(cut)) if cut else None
+
+
 def keep_copy(folder: Path, data: bytes) -> str:
     """`data` copied to `inputs/<sha256>` once (atomically); its sha256."""
     digest = sha256_hex(data)
@@ -436,6 +502,33 @@ class BundleRecorder:
         self.folder = folder
         self.copy_sources = copy_sources
         self._manifest = manifest
+        self._writers: Any = None  # the shared lock on .writers, held while this recorder lives
+        self.healed: tuple[str, ...] = ()  # the record files cut back when it was opened
+
+    def _register(self) -> None:
+        """Hold a shared lock on `.writers` for this recorder's life; first, when no live process
+        holds one, cut off what a writer killed mid-ask left (module docstring)."""
+        handle = (self.folder / ".writers").open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # others write now: their unfinished asks are theirs
+        else:
+            with self._locked():
+                manifest = load_manifest(self.folder)
+                step = _heal(self.folder, manifest)
+                if step is not None:  # marked: the store may hold what the unfinished ask changed
+                    self.healed = step.cut
+                    steps, now = (*manifest.steps, step), datetime.now(UTC)
+                    self._write(manifest.model_copy(update={"steps": steps, "updated": now}))
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        self._writers = handle
+
+    def close(self) -> None:
+        """Let go of the bundle (its `.writers` lock)."""
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
 
     @classmethod
     def open(
@@ -453,18 +546,26 @@ class BundleRecorder:
                     f"bundle {folder} records session {manifest.session!r}, not {session!r}; "
                     "give another folder"
                 )
-            return cls(folder, manifest, copy_sources=copy_sources)
+            recorder = cls(folder, manifest, copy_sources=copy_sources)
+            recorder._register()
+            return recorder
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise UsageError(f"bundle folder {folder} exists and is not an empty folder; give a new one")
         (folder / "inputs").mkdir(parents=True, exist_ok=True)
         (folder / "calls.jsonl").touch()
         now = datetime.now(UTC)
         manifest = BundleManifest(
-            package_version=__version__, created=now, updated=now, session=session, config=config
+            package_version=__version__,
+            created=now,
+            updated=now,
+            session=session,
+            config=config,
+            sizes=dict.fromkeys(RECORDS, 0),
         )
         recorder = cls(folder, manifest, copy_sources=copy_sources)
         with recorder._locked():
             recorder._write(manifest)
+        recorder._register()
         return recorder
 
     @property
@@ -492,7 +593,7 @@ class BundleRecorder:
 
     def step(
         self,
-        step: RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep,
+        step: RepoStep | DialogueStep | DocStep | TurnsStep | AskStep | MergeStep | InterruptedStep,
         clock: RecordingClock | None,
         *,
         index: Any = None,
@@ -519,11 +620,14 @@ class BundleRecorder:
                 if index is not None:
                     repos = update.get("repos", manifest.repos)
                     update["repos"] = tuple(self._repo_files(repo, index) for repo in repos)
-            update["digests"] = {
-                name: sha256_hex((self.folder / name).read_bytes())
+            records = {
+                name: (self.folder / name).read_bytes()
                 for name in (manifest.trace, manifest.contexts, manifest.calls)
                 if (self.folder / name).is_file()
             }
+            update["digests"] = {name: sha256_hex(data) for name, data in records.items()}
+            names = (manifest.trace, manifest.contexts, manifest.calls)
+            update["sizes"] = {name: len(records.get(name, b"")) for name in names}
             self._write(manifest.model_copy(update=update))
 
     def _repo_files(self, repo: BundleRepo, index: Any) -> BundleRepo:

@@ -57,6 +57,7 @@ __all__ = [
     "snapshots",
     "state_digest",
     "store_trace_lines",
+    "trace_events",
 ]
 
 TRACE_VERSION: Literal[3] = 3
@@ -361,21 +362,26 @@ def read_trace(path: Path | str) -> Iterator[RoundEvent]:
     except OSError as exc:
         raise UsageError(f"cannot read trace {source}: {exc.strerror or exc}") from exc
     with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{source}:{number}: not JSON ({exc.msg}); the trace is damaged") from exc
-            if isinstance(raw, dict) and raw.get("version") not in READABLE_VERSIONS:
-                raise UsageError(
-                    f"{source}:{number}: trace version {raw.get('version')!r}, this pagedctx reads "
-                    f"{' and '.join(map(str, READABLE_VERSIONS))}; use the pagedctx that wrote it"
-                )
-            try:
-                yield RoundEvent.model_validate(raw)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise UsageError(f"{source}:{number}: bad event at {where}: {first['msg']}") from exc
+        yield from trace_events(handle, source)
+
+
+def trace_events(lines: Iterable[str], source: Path | str) -> Iterator[RoundEvent]:
+    """The events of a trace's lines (`source` names it in errors); a bad line raises a UsageError."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source}:{number}: not JSON ({exc.msg}); the trace is damaged") from exc
+        if isinstance(raw, dict) and raw.get("version") not in READABLE_VERSIONS:
+            raise UsageError(
+                f"{source}:{number}: trace version {raw.get('version')!r}, this pagedctx reads "
+                f"{' and '.join(map(str, READABLE_VERSIONS))}; use the pagedctx that wrote it"
+            )
+        try:
+            yield RoundEvent.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UsageError(f"{source}:{number}: bad event at {where}: {first['msg']}") from exc

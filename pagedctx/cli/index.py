@@ -72,6 +72,8 @@ def index(
     else:
         _print_report(report)
         _console().print(f"selection catalog: {warmed}")
+    for root, why in report.empty_roots.items():  # said in both modes: a root that yields nothing
+        _console().print(f"pagedctx index: {root}: no file to index: {why}", soft_wrap=True)
 
 
 def _warm_selection(idx: Index, parts: CollectedParts) -> str:

@@ -10,7 +10,6 @@ repositories), in process.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from pagedctx.host.records.bundle import (
     label_last_ask,
     load_manifest,
 )
+from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -80,7 +80,7 @@ def record_bundle(
         start = start.replace(tzinfo=UTC)
     try:
         with (
-            tempfile.TemporaryDirectory(prefix="pagedctx-bundle-") as scratch,
+            scratch_dir("pagedctx-bundle-") as scratch,
             Session.open(
                 config=private_config(config, Path(scratch)),
                 session_id=session or uuid.uuid4().hex[:12],

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pagedctx.errors import UsageError
+from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "Message",
@@ -182,7 +182,7 @@ def measure_transcript(transcript: Transcript, budget: int, config: Any, counter
 
     texts = [m.text for m in transcript.messages]
     out: list[StepMeasure] = []
-    with tempfile.TemporaryDirectory(prefix="pagedctx-transcript-") as scratch:
+    with scratch_dir("pagedctx-transcript-") as scratch:
         private = private_config(config, Path(scratch))
         clock = fixed_clock(datetime(2026, 1, 1, tzinfo=UTC))
         with Session.open(config=private, session_id="transcript", clock=clock) as session:

@@ -8,6 +8,11 @@ version differs, an input file changed since it was recorded, a bundle copy was 
 call was never recorded, the recorded answers were not all used) and a unified diff of the two
 contexts of that round.
 
+Only what the manifest accounts for is read (`committed`: its sizes of the trace, contexts and
+calls files, and no more rounds than its asks recorded): a bundle whose server was killed
+mid-request replays as it was at its last step, the unfinished ask's rounds and a half-written
+last line left out.
+
 A counterfactual replay (`budget` or `profile` given) runs the same inputs under other settings
 and compares instead of verifying: per round the tokens, the pages shown, the actions, and the
 answers.
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -31,10 +35,12 @@ from pagedctx.host.records.bundle import (
     BundleSink,
     DialogueStep,
     DocStep,
+    InterruptedStep,
     MergeStep,
     ReplayClock,
     RepoStep,
     TurnsStep,
+    committed,
     load_manifest,
     materialise_sources,
 )
@@ -46,7 +52,8 @@ from pagedctx.host.records.replay_outcome import (
     context_diff,
     known_causes,
 )
-from pagedctx.host.records.trace import RoundEvent, read_trace
+from pagedctx.host.records.trace import RoundEvent, trace_events
+from pagedctx.host.store.scratch import scratch_dir
 from pagedctx.replay.bundle import private_config
 
 __all__ = ["AskComparison", "Divergence", "ReplayOutcome", "RoundComparison", "replay_bundle"]
@@ -103,20 +110,35 @@ def environment_causes(
         else:
             causes.extend(_repo_causes(repo, Path(repo.root)))
     for name, digest in sorted(manifest.digests.items()):
-        if not (folder / name).is_file() or _sha((folder / name).read_bytes()) != digest:
+        if not (folder / name).is_file() or _sha(committed(folder, manifest, name)) != digest:
             what = "the recorded model calls" if name == manifest.calls else f"the bundle's {name}"
             causes.append(f"{what} changed since the bundle was written ({name})")
     return causes
 
 
-def _contexts(path: Path) -> dict[int, str]:
+def _contexts(folder: Path, manifest: BundleManifest) -> dict[int, str]:
+    """The recorded contexts of the rounds the manifest accounts for (module docstring)."""
     out: dict[int, str] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                item = json.loads(line)
-                out[int(item["round"])] = item["xml"]
+    data = committed(folder, manifest, manifest.contexts).decode("utf-8")
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            position, xml = int(item["round"]), str(item["xml"])
+        except (ValueError, TypeError, KeyError) as exc:
+            where = f"{folder / manifest.contexts}:{number}"
+            raise UsageError(f"{where}: not a recorded context ({exc})") from None
+        if position < manifest.rounds:
+            out[position] = xml
     return out
+
+
+def _recorded(folder: Path, manifest: BundleManifest) -> list[RoundEvent]:
+    """The recorded round events the manifest accounts for: the committed part of the trace, and of
+    it no more rounds than the manifest's asks recorded."""
+    data = committed(folder, manifest, manifest.trace).decode("utf-8")
+    return list(trace_events(data.splitlines(keepends=True), folder / manifest.trace))[: manifest.rounds]
 
 
 def _value(event: RoundEvent, field: str) -> str:
@@ -175,6 +197,32 @@ def _first_divergence(
             cause=_cause(causes, None, error),
         )
     return None
+
+
+def _interrupted(manifest: BundleManifest) -> tuple[int, InterruptedStep] | None:
+    """The first interruption of the recorded session: the bundle round it came before, and its step."""
+    rounds = 0
+    for step in manifest.steps:
+        if isinstance(step, AskStep):
+            rounds = step.first_round + step.rounds
+        elif isinstance(step, InterruptedStep):
+            return rounds, step
+    return None
+
+
+def _explained(
+    divergence: Divergence | None, manifest: BundleManifest, causes: list[str]
+) -> Divergence | None:
+    """A divergence after an interruption, with no other known cause, is put down to it."""
+    found = _interrupted(manifest)
+    if divergence is None or found is None or causes or divergence.round < found[0]:
+        return divergence
+    cause = (
+        f"the recorded session was interrupted before round {found[0]} (its process was killed "
+        f"mid-ask; {found[1].rounds} round(s) of that ask were cut from the bundle): what that ask "
+        "had already changed in the session's store is not in the bundle"
+    )
+    return divergence.model_copy(update={"cause": cause})
 
 
 def _shown(event: RoundEvent, pages: dict[str, str]) -> int:
@@ -254,7 +302,7 @@ def _run_steps(
     from pagedctx.errors import PagedctxError
     from pagedctx.session import Session
 
-    steps = manifest.steps
+    steps = tuple(s for s in manifest.steps if not isinstance(s, InterruptedStep))  # nothing to run
     clock = ReplayClock()
     clock.begin(steps[0].clock if steps else ())
     results: list[Any] = []
@@ -347,13 +395,16 @@ def replay_bundle(
     manifest = load_manifest(folder)
     counterfactual = budget is not None or profile is not None or budget_scale is not None
     config = load_config(profile=profile) if profile is not None else Config.model_validate(manifest.config)
-    calls = folder / manifest.calls
-    replay = calls if calls.is_file() and calls.stat().st_size > 0 and not counterfactual else None
+    calls = committed(folder, manifest, manifest.calls)
     sink = BundleSink(None)
     error = None
     results: list[Any] = []
     extra_readings = 0
-    with tempfile.TemporaryDirectory(prefix="pagedctx-replay-") as scratch:
+    with scratch_dir("pagedctx-replay-") as scratch:
+        replay = None
+        if calls and not counterfactual:  # the recorded calls the manifest accounts for
+            replay = Path(scratch) / manifest.calls
+            replay.write_bytes(calls)
         roots = _roots(folder, manifest, Path(scratch))
         relocated = frozenset(r for r, p in roots.items() if str(p) != r)
         causes = [] if counterfactual else environment_causes(folder, manifest, relocated)
@@ -365,7 +416,7 @@ def replay_bundle(
             extra_readings = clock.extra
         except (PagedctxError, OSError) as exc:
             error = str(exc)
-    recorded = list(read_trace(folder / manifest.trace))
+    recorded = _recorded(folder, manifest)
     replayed = sink.events
     if extra_readings and not causes:
         causes.append(
@@ -384,8 +435,10 @@ def replay_bundle(
         return ReplayOutcome(
             **common, mode="counterfactual", status="compared", seconds=time.perf_counter() - started
         )
-    divergence = _first_divergence(
-        recorded, replayed, (_contexts(folder / manifest.contexts), sink.contexts), causes, error
+    divergence = _explained(
+        _first_divergence(recorded, replayed, (_contexts(folder, manifest), sink.contexts), causes, error),
+        manifest,
+        causes,
     )
     return ReplayOutcome(
         **common,
