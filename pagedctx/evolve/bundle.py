@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -67,6 +66,7 @@ from pagedctx.host.records.replay_outcome import (
     context_diff,
     known_causes,
 )
+from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "COMPARED",
@@ -635,7 +635,7 @@ def replay_evolve_bundle(
     error = None
     done = _Replayed()
     unused = 0
-    with tempfile.TemporaryDirectory(prefix="pagedctx-evolve-replay-") as scratch:
+    with scratch_dir("pagedctx-evolve-replay-") as scratch:  # gone even when this process is killed
         try:
             generator = _generator(
                 folder, manifest, config, verify=not counterfactual, profile=profile is not None
