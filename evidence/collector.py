@@ -208,13 +208,13 @@ def _harness_folder(scratch: Path, image: TreeImage) -> Path:
     """The sandbox's read-only harness folder: its first program, the reaper, the plugin and the
     image's manifest the plugin checks."""
     harness = scratch / "harness"
-    harness.mkdir(mode=0o755)
-    (harness / "pagedctx_tree.json").write_text(json.dumps(image.manifest()), encoding="utf-8")
+    (harness / "plugin").mkdir(mode=0o755, parents=True)  # alone on PYTHONPATH: shadows nothing
+    (harness / "plugin" / "pagedctx_tree.json").write_text(json.dumps(image.manifest()), encoding="utf-8")
     here = Path(__file__).resolve().parent
     for source, name in (
         ("sandbox_init.py", "sandbox_init.py"),
         ("reaper.py", "reaper.py"),
-        ("harness_plugin.py", "pagedctx_harness_plugin.py"),
+        ("harness_plugin.py", "plugin/pagedctx_harness_plugin.py"),
     ):
         (harness / name).write_bytes((here / source).read_bytes())
     return harness
@@ -225,7 +225,7 @@ def _plugin_env(harness_mount: str, contract: TaskContract | None) -> dict[str, 
     return {
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "PYTEST_PLUGINS": ",".join(plugins),
-        "PYTHONPATH": harness_mount,
+        "PYTHONPATH": f"{harness_mount}/plugin",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
