@@ -470,3 +470,30 @@ def test_files_rewritten_or_made_during_the_run_cannot_decide(tmp_path: Path) ->
     assert any("'tests/zz/conftest.py' was not in the tests' tree" in m for m in verdict.messages)
     assert any("'tests/zz/test_more.py' was not in the tests' tree" in m for m in verdict.messages)
     assert any("FAIL_TO_PASS tests/test_calc.py::test_add: failed" in m for m in verdict.messages)
+
+
+def test_the_sandbox_path_and_mounts_keep_the_tree_out_of_the_system(tmp_path: Path) -> None:
+    """Classes 1 and 6: PATH inside the sandbox drops relative entries and folders of the tree (a
+    `bin/python` the candidate wrote never stands in for the interpreter) but keeps a skipped
+    `.venv/bin` (bound read-only from the host); a secret under a bound folder is masked."""
+    repo = tmp_path / "repo"
+    (repo / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    secret = tmp_path / "tools" / "evidence.key"
+    secret.parent.mkdir()
+    secret.write_bytes(b"k" * 32)
+    plan = sandbox.SandboxPlan(repo=repo, harness=tmp_path, reports=tmp_path, hidden=(secret,))
+    env_path = os.pathsep.join(
+        [str(repo / "bin"), "/usr/bin", str(repo / ".venv" / "bin"), "rel", str(secret.parent)]
+    )
+    assert sandbox.sandbox_env(plan, env_path)["PATH"] == os.pathsep.join(
+        ["/usr/bin", str(repo / ".venv" / "bin"), str(secret.parent)]
+    )
+    argv = sandbox.sandbox_argv(plan, ["true"], env_path)
+    mounts = list(zip(argv, argv[1:], argv[2:], strict=False))
+    assert ("--ro-bind", str(secret.parent), str(secret.parent)) in mounts  # a PATH folder, bound...
+    assert ("--ro-bind", "/dev/null", str(secret)) in mounts  # ...with the key masked
+    assert ("--ro-bind", str(repo / ".venv" / "bin"), str(repo / ".venv" / "bin")) in mounts
+    assert not any(m[0] == "--ro-bind" and m[1] == str(repo / "bin") for m in mounts)
+    tree = mounts.index(("--tmpfs", str(repo), "--ro-bind"))  # the image's tmpfs, then the venv over it
+    assert tree < mounts.index(("--ro-bind", str(repo / ".venv" / "bin"), str(repo / ".venv" / "bin")))
