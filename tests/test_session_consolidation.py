@@ -100,6 +100,15 @@ def test_a_model_summary_that_drops_identifiers_is_refused() -> None:
     assert (
         after is state and step is not None and step.status == "fault" and "SCHEMA_VIOLATION" in step.reason
     )
+    decline = {
+        "ok": False,
+        "meta": {"confidence": 0.1, "risk": "low", "explain": "no common topic"},
+        "error": {"code": "TOPIC_MISMATCH", "message": "the pages share no topic"},
+    }
+    declining = ModelConsolidator(ModelModuleRunner(ScriptedBackend([json.dumps(decline)])))
+    submitted = Pending.submit(state, group, in_process(declining), "ports")  # issue 32: was KeyError 'data'
+    after, step = apply_merge(state, submitted)
+    assert after is state and step is not None and step.status == "fault" and "BACKEND_ERROR" in step.reason
 
 
 def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> None:

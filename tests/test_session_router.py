@@ -9,7 +9,7 @@ import pytest
 from pages_factory import said
 from system_needs import needs_wordnet
 
-from pagedctx.errors import EnvelopeViolation
+from pagedctx.errors import BackendError, EnvelopeViolation
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.roles.model_backed import ModelRouter
@@ -113,3 +113,20 @@ def test_a_router_model_decides_hot_and_indexed_among_what_was_recalled() -> Non
     with pytest.raises(EnvelopeViolation, match="not offered"):
         stray.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))
     assert wrong.requests[1].attempt == 2 and "deadbeef" in wrong.requests[1].user
+
+
+def test_a_router_model_that_declines_is_a_backend_error_never_a_crash() -> None:
+    """Issue 32 (P8, M2): a valid failure envelope from the router model (a decline) raises the
+    BackendError the loop turns into a fault step; it was a KeyError ('data') and a traceback."""
+    state = turns("The car needs new tyres before winter.", "I sold the old car and got a Volvo instead.")
+    decline = json.dumps(
+        {
+            "ok": False,
+            "meta": {"confidence": 0.2, "risk": "low", "explain": "unclear"},
+            "error": {"code": "NEEDS_CLARIFICATION", "message": "which car?"},
+        }
+    )
+    router = ModelRouter(ModelModuleRunner(ScriptedBackend([decline])), LocalRouter())
+    router.sync([], list(state.pages.values()))
+    with pytest.raises(BackendError, match="declined: NEEDS_CLARIFICATION: which car"):
+        router.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))

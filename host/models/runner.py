@@ -111,9 +111,12 @@ class ModelModuleRunner:
             code=FailCode.SCHEMA_VIOLATION,
         )
 
-    def run(self, module: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """The `data` of the module's success envelope (selection's `ModuleRunner` protocol)."""
-        answer = self.call(module, payload)
+    def run(
+        self, module: str, payload: Mapping[str, Any], *, check: PayloadCheck | None = None
+    ) -> dict[str, Any]:
+        """The `data` of the module's success envelope (selection's `ModuleRunner` protocol); a
+        decline (a valid failure envelope) is a BackendError naming its code, never a KeyError."""
+        answer = self.call(module, payload, check=check)
         if isinstance(answer.envelope, FailureEnvelope):
             raise BackendError(
                 f"module {module!r} on {self.backend.name} declined: {answer.envelope.error.code}: "

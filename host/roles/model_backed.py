@@ -86,7 +86,7 @@ class ModelConsolidator(_ModelRole):
             ]
 
         payload = {"mode": "freeze", "intent_focus": intent, "pages": [_page_payload(p) for p in pages]}
-        data = self.runner.call("consolidator", payload, check=keeps_identifiers).value["data"]
+        data = self.runner.run("consolidator", payload, check=keeps_identifiers)  # a decline: BackendError
         return str(data["summary"]), tuple(str(k) for k in data["keywords"])
 
 
@@ -128,7 +128,7 @@ class ModelRouter(_ModelRole):
             message = f"ids that were not offered: {', '.join(map(str, unknown[:8]))}"
             return [Violation(path="$.data", rule="payload.ids_offered", message=message)]
 
-        data = self.runner.call("router", payload, check=only_offered).value["data"]
+        data = self.runner.run("router", payload, check=only_offered)  # a decline: BackendError
         picks = tuple(
             BlockPick(handle=c["handle"], relevance=float(c["relevance"]), view=c["view"])
             for c in data["pblocks"]
