@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from system_needs import needs_wordnet
 
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.report import session_contract
@@ -233,6 +234,7 @@ def test_a_question_naming_a_day_finds_the_turns_of_that_day(tmp_path: Path) -> 
     assert best.timestamp == day and "tomatoes" in getattr(best, "content", "")
 
 
+@needs_wordnet  # the ranking across wordings reads WordNet (Debian wordnet-base; issue 32)
 def test_a_turn_by_the_person_asked_about_ranks_first(tmp_path: Path) -> None:
     """Issue 19 item 2, P8: the same words said by both speakers; a question naming one of them
     ranks that speaker's turn first (a name on half the turns weighs little in search alone)."""
@@ -260,6 +262,7 @@ def test_a_turn_by_the_person_asked_about_ranks_first(tmp_path: Path) -> None:
         assert best.startswith(f"{speaker}: I started playing")
 
 
+@needs_wordnet
 def test_unused_budget_goes_to_the_next_turns_addressing_ranked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
