@@ -497,3 +497,65 @@ def test_the_sandbox_path_and_mounts_keep_the_tree_out_of_the_system(tmp_path: P
     assert not any(m[0] == "--ro-bind" and m[1] == str(repo / "bin") for m in mounts)
     tree = mounts.index(("--tmpfs", str(repo), "--ro-bind"))  # the image's tmpfs, then the venv over it
     assert tree < mounts.index(("--ro-bind", str(repo / ".venv" / "bin"), str(repo / ".venv" / "bin")))
+
+
+def test_the_plugin_reads_its_nonce_once_and_signs_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness plugin's side of the channel, in this process: the nonce comes from the pipe
+    (then the pipe is empty), its variables leave the environment, each record checks under the
+    nonce, and a file made during the run inside the tree is reported as foreign."""
+    import importlib
+
+    for name in ("PYTEST_PLUGINS", "PYTHONPATH"):  # the plugin takes them out: put them back after
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+    from pagedctx.evidence import harness_plugin
+
+    ends = open_channel(tmp_path, tmp_path)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"files": ["kept.py"]}))
+    monkeypatch.setenv("PAGEDCTX_HARNESS_NONCE_FD", str(ends.nonce_fd))
+    monkeypatch.setenv("PAGEDCTX_HARNESS_CHANNEL_FD", str(ends.channel_fd))
+    monkeypatch.setenv("PAGEDCTX_HARNESS_ROOT", str(tmp_path))
+    monkeypatch.setattr(harness_plugin, "_MANIFEST", str(manifest))
+    channel = harness_plugin._Channel()
+    assert channel.nonce == ends.nonce and "PAGEDCTX_HARNESS_NONCE_FD" not in os.environ
+    channel.send("start", rootdir=str(tmp_path))
+    channel.foreign(str(tmp_path / "kept.py"), "collected file")  # in the image: nothing said
+    channel.foreign(str(tmp_path / "made.py"), "collected file")
+    channel.foreign("/usr/lib/elsewhere.py", "collected file")  # outside the tree: not the image's
+    channel.send("end", exitstatus=0)
+    os.close(channel.fd)
+    report = ends.read()
+    assert report.ended and report.problems == (
+        "collected file 'made.py' was not in the tests' tree: made during the run",
+    )
+    importlib.reload(harness_plugin)  # a nested pytest: no descriptors, an inert channel
+    assert harness_plugin._CHANNEL.nonce == b""
+
+
+def test_the_first_program_unpacks_the_image_and_runs_the_command(tmp_path: Path) -> None:
+    """sandbox_init.py as the opt-out runs it (`host`): the image unpacked where it starts, the
+    command run through the reaper with its exit code."""
+    import subprocess
+
+    from pagedctx.evidence.workcopy import TreeImage
+
+    image = TreeImage(files={"a/b.txt": (b"hello", 0o644)}, from_start=(), dropped={}, unrecoverable=())
+    fd = image.sealed_fd()
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    init = Path(sandbox.__file__).with_name("sandbox_init.py")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(init), str(fd), "", "30", "host", "cat a/b.txt; exit 3"],
+            cwd=folder,
+            pass_fds=(fd,),
+            capture_output=True,
+            check=False,
+        )
+    finally:
+        os.close(fd)
+    assert (done.returncode, done.stdout) == (3, b"hello")
+    assert subprocess.run([sys.executable, str(init)], capture_output=True, check=False).returncode == 2
