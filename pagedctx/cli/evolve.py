@@ -193,7 +193,7 @@ def _line(attempt: Any) -> str:
 def _table(meta: Any, attempts: list[Any]) -> None:
     from rich.table import Table
 
-    from pagedctx.evolve.records import best_attempt
+    from pagedctx.evolve.records import best_attempt, changed_in
 
     best = best_attempt(attempts)
     table = Table(title=f"evolve {meta.session}: {meta.task.goal[:80]}", title_justify="left")
@@ -211,7 +211,7 @@ def _table(meta: Any, attempts: list[Any]) -> None:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for a in attempts:
         verdict = "FAULT" if a.status == "fault" else (a.verdict or "")
-        changed = ", ".join(str(m.get("target_chunk_id") or m.get("file_path")) for m in a.modifications)
+        changed = ", ".join(changed_in(a))  # the real tree's changes, never a refused edit's
         table.add_row(
             f"{a.number}{' *' if best is not None and a.id == best.id else ''}",
             _number(a.parent),
