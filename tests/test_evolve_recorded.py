@@ -1,15 +1,30 @@
-"""`pagedctx evolve` with a model that retries (issue 32; S6, S8, S9, P15, D4): every attempt of a
-model call counts in the tokens, and what an attempt lists as changed comes from its real tree,
-never from the edits it asked for."""
+"""`pagedctx evolve` with recorded calls and a model that retries (issue 32; S6, S8, S9, P15, D4):
+`--record` then `--replay` with a fixed clock (`--now`) gives the same attempts and no fault, every
+attempt of a model call counts in the tokens, and what an attempt lists as changed comes from its
+real tree, never from the edits it asked for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evolve_support import BROKEN_ADD, CALC, WRONG_ADD, by_attempt, calc_project, envelope, modify, write_task
+import yaml
+from evolve_support import (
+    BROKEN_ADD,
+    CALC,
+    WRONG_ADD,
+    by_attempt,
+    calc_project,
+    envelope,
+    modify,
+    write_task,
+)
+from model_server import model_server
+from typer.testing import CliRunner
 
+from pagedctx.cli import app
 from pagedctx.config import load_config
 from pagedctx.evolve import load_task, open_evolution
 from pagedctx.evolve.generator import Generated, GeneratorFault, ModuleGenerator
@@ -17,6 +32,7 @@ from pagedctx.evolve.timeline import timeline_html
 from pagedctx.host.models.base import ModelReply, ModelRequest
 from pagedctx.protocol.tokens import token_counter
 
+NOW = "2026-11-22T09:00:00Z"
 GONE = modify("calc/ops.py::gone", "def gone():\n    pass\n", "a chunk that is not there")
 NO_TARGET = {"file_path": "calc/ops.py", "action_type": "MODIFY", "new_content": "x = 1\n"}
 SAME_ADD = modify(
@@ -27,6 +43,73 @@ PAYLOAD = {
     "parent": {"id": None, "verdict": None, "feedback": ""},
     "pins": {"allowed_paths": ["**"], "forbidden_paths": []},
 }  # fmt: skip
+
+
+def _attempts(runner: CliRunner, session: str) -> list[dict[str, Any]]:
+    shown = runner.invoke(app, ["evolve", "show", session, "--json"])
+    assert shown.exit_code == 0, shown.output
+    attempts: list[dict[str, Any]] = json.loads(shown.stdout)["attempts"]
+    return attempts
+
+
+def _outcome(attempt: dict[str, Any]) -> tuple[Any, ...]:
+    keys = ("number", "status", "verdict", "reason_code", "fail_codes", "modifications", "changed")
+    parent = attempt["parent"].rsplit("/", 1)[-1] if attempt["parent"] else None
+    return (*(attempt[k] for k in keys), parent)
+
+
+@pytest.mark.slow
+def test_cli_record_then_replay_gives_the_same_attempts(tmp_path: Path) -> None:
+    """Issue 32 (P15, S9): a 2-round session against an OpenAI-compatible server (round 1 answers
+    badly, then again after the retry; round 2 names a chunk that is not there) recorded with
+    `--record F --now T`, then `--replay F --now T` with no server: the same attempts, no fault of
+    a call never recorded, in the same store under another session id. The retried call's tokens
+    count (2 calls x 11 + 7 reported by the server), and the refused attempt lists nothing changed."""
+    repo = calc_project(tmp_path / "repo")
+    task = write_task(tmp_path / "task.json")
+    calls = tmp_path / "calls.jsonl"
+    runner = CliRunner()
+    common = ["evolve", "--repo", str(repo), "--task", str(task), "--rounds", "2", "--budget", "3000"]
+    with model_server() as server:
+        server.queue("not json at all", envelope([WRONG_ADD]), envelope([GONE]))
+        profile = tmp_path / "model.yaml"
+        generator = {"backend": "openai", "model": "fake", "base_url": f"{server.url}/v1"}
+        profile.write_text(yaml.safe_dump({"models": {"roles": {"generator": generator}}}))
+        recorded = runner.invoke(
+            app,
+            [*common, "--profile", str(profile), "--record", str(calls), "--now", NOW, "--session", "rec"],
+        )
+        assert recorded.exit_code == 1, recorded.output  # no PASS: the exit says so
+        assert len(server.requests) == 3
+    assert len(calls.read_text().splitlines()) == 3
+    replayed = runner.invoke(app, [*common, "--replay", str(calls), "--now", NOW, "--session", "rep"])
+    assert replayed.exit_code == 1, replayed.output
+    before, after = _attempts(runner, "rec"), _attempts(runner, "rep")
+    assert [_outcome(a) for a in after] == [_outcome(a) for a in before]
+    assert [(a["status"], a["reason_code"]) for a in after] == [
+        ("fail", "CI_FAILED"), ("fail", "CI_FAILED"), ("fault", "MERGE_CONFLICT")
+    ]  # fmt: skip
+    assert "holds no answer" not in replayed.output
+    assert (before[1]["tokens"]["prompt"], before[1]["tokens"]["completion"]) == (22, 14)
+    assert before[1]["changed"] == ["calc/ops.py::add"] and before[2]["changed"] == []
+    table = runner.invoke(app, ["evolve", "show", "rec"]).stderr
+    assert "calc/ops.py::gone" not in table and "calc/ops.py::add" in table
+
+
+def test_replay_without_a_fixed_clock_is_refused(tmp_path: Path) -> None:
+    """Issue 32: every generator request carries the session clock's time (the history's
+    CURRENT_TIME), so `--replay` on the wall clock could only fault every attempt: it is a usage
+    error naming --now, and a bad --now is one too."""
+    repo = calc_project(tmp_path / "repo")
+    task = write_task(tmp_path / "task.json")
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("")
+    runner = CliRunner()
+    common = ["evolve", "--repo", str(repo), "--task", str(task), "--replay", str(calls)]
+    refused = runner.invoke(app, common)
+    assert refused.exit_code == 2 and "--now" in refused.output
+    bad = runner.invoke(app, [*common, "--now", "yesterday"])
+    assert bad.exit_code == 2 and "not an ISO-8601 time" in bad.output
 
 
 class _Reporting:

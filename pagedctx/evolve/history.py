@@ -131,7 +131,9 @@ class AttemptHistory:
     # -- pages ----------------------------------------------------------------------------------
 
     def _id(self, name: str) -> str:
-        return short_hash(f"evolve:{self.session}:{name}")
+        """A page id from the page's name alone: the view holds one session's pages, and without its
+        random id in them the generator's requests repeat in another session (`--replay`)."""
+        return short_hash(f"evolve:{name}")
 
     def attempt_page(self, attempt: Attempt) -> OriginalPage:
         text = describe(attempt)

@@ -65,7 +65,7 @@ def _feedback(parent: Attempt | None) -> dict[str, Any]:
     if parent is None:
         return {"id": None, "verdict": None, "feedback": "no attempt yet: start from the original code"}
     return {
-        "id": parent.id,
+        "id": f"attempt {parent.number}",  # as the history names it; never the session's random id
         "verdict": parent.verdict,
         "feedback": describe(parent),
     }
