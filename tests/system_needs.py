@@ -34,6 +34,7 @@ SANDBOX_MODULES = frozenset(
         "test_evolve_bundle.py",
         "test_evolve_long.py",
         "test_evolve_real.py",
+        "test_evolve_recorded.py",
         "test_evolve_timeline.py",
         "test_mcp.py",
     }

@@ -84,7 +84,7 @@ def test_fail_then_fault_then_pass(tmp_path: Path) -> None:
     assert "PREFLIGHT_FAILED" in seen[3]["history"] and "does not parse" in seen[3]["history"]
     assert "Attempt 2 from attempt 0: FAULT PREFLIGHT_FAILED" in seen[3]["history"]
     assert "calc/ops.py::add" in seen[1]["code"]
-    assert seen[1]["parent"]["id"] == "s1/00000" and "FAIL_TO_PASS" in seen[1]["parent"]["feedback"]
+    assert seen[1]["parent"]["id"] == "attempt 0" and "FAIL_TO_PASS" in seen[1]["parent"]["feedback"]
     for a in attempts[1:]:
         assert a.tokens.code > 0 and a.tokens.history > 0 and a.tokens.context <= 3000
         assert a.policy == "scripted"

@@ -64,6 +64,13 @@ def evolve(
         help="Record the session as a replay bundle in this new or empty folder (with --session, "
         "the session's own bundle goes on); `pagedctx replay DIR` runs it again.",
     ),
+    now: str | None = typer.Option(
+        None,
+        "--now",
+        metavar="TIME",
+        help="Start the session clock at this ISO-8601 time, one second a tick: the generator's "
+        "requests repeat, so --record then --replay with the same --now (and --session) answer them.",
+    ),
     format_code: bool = typer.Option(False, "--format", help="Run the language's formatter after edits."),
     html: Path | None = typer.Option(None, "--html", help="Write the HTML timeline here at the end."),
     profile: str | None = _PROFILE,
@@ -72,24 +79,22 @@ def evolve(
     """Run or resume an evolution session (subcommands: show, accept, list)."""
     if ctx.invoked_subcommand is not None:
         return
-    from pagedctx.errors import UsageError
+    from pagedctx._app import parse_clock
     from pagedctx.evolve import load_task, open_evolution
     from pagedctx.evolve.bundle import EvolveBundleRecorder
     from pagedctx.evolve.records import best_attempt
     from pagedctx.evolve.task import ScoreSpec
 
-    if session is None and (repo is None or task is None):
-        raise UsageError(
-            "give --repo ROOT and --task TASK.json to start a session, or --session ID to resume"
-        )
-    if until not in (None, "pass", "rounds"):
-        raise UsageError(f"--until {until!r}: use pass or rounds")
-    for path, flag in ((record, "--record"), (html, "--html")):
-        if path is not None:
-            writable_file(path, flag)
-    if bundle is not None and record is not None:
-        raise UsageError("--bundle keeps the generator's calls itself (calls.jsonl): drop --record")
-    recorder = EvolveBundleRecorder.open(bundle, session=session) if bundle is not None else None
+    _check_flags(
+        start=session is None and (repo is None or task is None),
+        until=until,
+        outputs={"--record": record, "--html": html},
+        bundle=bundle,
+        replay=replay,
+        now=now,
+    )
+    clock = parse_clock(now)
+    recorder = EvolveBundleRecorder.open(bundle, session=session, clock=clock) if bundle is not None else None
     config = _config(profile, store)
     generator = _generator(config, recorder.calls if recorder is not None else record, replay)
     loaded = None
@@ -115,7 +120,7 @@ def evolve(
         task=loaded,
         settings=settings,
         generator=generator,
-        clock=recorder.clock if recorder is not None else None,
+        clock=recorder.clock if recorder is not None else clock,
         format_code=format_code,
     ) as evolution:
         say(f"evolve session {evolution.id}: {evolution.meta.repo}; generator {generator.policy}")
@@ -134,6 +139,38 @@ def evolve(
         )
         if best.verdict != "PASS":
             raise typer.Exit(EXIT_NO_PASS)
+
+
+def _check_flags(
+    *, start: bool, until: str | None, outputs: dict[str, Path | None], bundle: Path | None,
+    replay: Path | None, now: str | None,
+) -> None:  # fmt: skip
+    """Usage errors before anything runs (`start`: neither a session to resume nor one to start)."""
+    from pagedctx.errors import UsageError
+
+    if start:
+        raise UsageError(
+            "give --repo ROOT and --task TASK.json to start a session, or --session ID to resume"
+        )
+    if until not in (None, "pass", "rounds"):
+        raise UsageError(f"--until {until!r}: use pass or rounds")
+    for flag, path in outputs.items():
+        if path is not None:
+            writable_file(path, flag)
+    record = outputs.get("--record")
+    if bundle is not None and record is not None:
+        raise UsageError("--bundle keeps the generator's calls itself (calls.jsonl): drop --record")
+    if replay is not None and now is None:
+        raise UsageError(
+            "--replay answers only the requests it recorded, and each one holds the session clock's "
+            "time: give --now with the time the calls were recorded with (docs/evolve.md)"
+        )
+    if record is not None and now is None:
+        typer.echo(
+            "note: without --now the recorded requests hold the wall clock's time, which no "
+            "`evolve --replay` can give again: record with --now TIME to replay them",
+            err=True,
+        )
 
 
 def _generator(config: Any, record: Path | None, replay: Path | None) -> Any:
@@ -193,7 +230,7 @@ def _line(attempt: Any) -> str:
 def _table(meta: Any, attempts: list[Any]) -> None:
     from rich.table import Table
 
-    from pagedctx.evolve.records import best_attempt
+    from pagedctx.evolve.records import best_attempt, changed_in
 
     best = best_attempt(attempts)
     table = Table(title=f"evolve {meta.session}: {meta.task.goal[:80]}", title_justify="left")
@@ -211,7 +248,7 @@ def _table(meta: Any, attempts: list[Any]) -> None:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for a in attempts:
         verdict = "FAULT" if a.status == "fault" else (a.verdict or "")
-        changed = ", ".join(str(m.get("target_chunk_id") or m.get("file_path")) for m in a.modifications)
+        changed = ", ".join(changed_in(a))  # the real tree's changes, never a refused edit's
         table.add_row(
             f"{a.number}{' *' if best is not None and a.id == best.id else ''}",
             _number(a.parent),

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from pagedctx.errors import BackendError, BudgetError, EnvelopeViolation, UsageError
-from pagedctx.evolve.records import Attempt, attempt_number
+from pagedctx.evolve.records import Attempt, attempt_number, changed_in
 from pagedctx.host.roles.consolidation import baseline_consolidator
 from pagedctx.host.text.keywords import salient_keywords, to_keywords
 from pagedctx.pages.ids import short_hash
@@ -43,7 +43,8 @@ RECENT = 3  # the latest attempts shown in Detail
 FEEDBACK_MESSAGES = 8  # verdict messages in an attempt's page
 # The generator reads this view and cannot zoom: the short form of the page rules, not the Worker's.
 INSTRUCTIONS = (
-    "- Each Original page is one earlier attempt: what it changed, its verdict, why it failed.\n"
+    "- Each Original page is one earlier attempt: its edits (Changed: in its tree; Refused: not "
+    "applied; Unchanged: applied, no effect), its verdict, why it failed.\n"
     "- Each Consolidated page folds a run of attempts: a tally (verdicts, fail codes, best score, "
     "chunks changed), then a merge of their pages.\n"
     '- view="Detail" shows an attempt whole; view="Summary" its first line or the fold\'s tally.\n'
@@ -70,10 +71,16 @@ def describe(attempt: Attempt) -> str:
     elif attempt.score_error:
         facts.append(f"no score ({attempt.score_error[:200]})")
     lines = [f"{head} ({'; '.join(facts)})."]
+    changed = changed_in(attempt)
+    named: set[str] = set()
     for mod in attempt.modifications:
-        target = mod.get("target_chunk_id") or mod.get("file_path")
+        target = str(mod.get("target_chunk_id") or mod.get("file_path"))
+        named.add(target)
+        # what the tree shows: changed; a fault's edits were refused; an applied edit changed nothing
+        state = "Changed" if target in changed else ("Refused" if attempt.status == "fault" else "Unchanged")
         reason = str(mod.get("reasoning") or "").strip()
-        lines.append(f"Changed: {mod.get('action_type')} {target}" + (f": {reason[:300]}" if reason else ""))
+        lines.append(f"{state}: {mod.get('action_type')} {target}" + (f": {reason[:300]}" if reason else ""))
+    lines += [f"Changed: {path}" for path in changed if path not in named]  # e.g. by --format
     if attempt.rationale:
         lines.append(f"Rationale: {attempt.rationale[:600]}")
     lines += [f"Why: {m[:400]}" for m in attempt.messages[:FEEDBACK_MESSAGES]]
@@ -86,9 +93,7 @@ def tally(attempts: Sequence[Attempt]) -> str:
     verdicts = Counter("FAULT" if a.status == "fault" else a.verdict or "?" for a in attempts)
     codes = Counter(code for a in attempts for code in a.fail_codes)
     scored = [a for a in attempts if a.score is not None]
-    targets = Counter(
-        str(m.get("target_chunk_id") or m.get("file_path")) for a in attempts for m in a.modifications
-    )
+    targets = Counter(target for a in attempts for target in changed_in(a))
     parts = [
         f"Attempts {first}-{last}: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())),
         "fail codes " + (", ".join(f"{c} x{n}" for c, n in codes.most_common()) or "none"),
@@ -126,7 +131,9 @@ class AttemptHistory:
     # -- pages ----------------------------------------------------------------------------------
 
     def _id(self, name: str) -> str:
-        return short_hash(f"evolve:{self.session}:{name}")
+        """A page id from the page's name alone: the view holds one session's pages, and without its
+        random id in them the generator's requests repeat in another session (`--replay`)."""
+        return short_hash(f"evolve:{name}")
 
     def attempt_page(self, attempt: Attempt) -> OriginalPage:
         text = describe(attempt)

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,7 @@ from pagedctx.evolve.score import run_score
 from pagedctx.evolve.strategy import parse_strategy
 from pagedctx.evolve.task import EvolveTask
 from pagedctx.evolve.workspace import Workspace
+from pagedctx.host.edit.modification import CodeModification
 
 __all__ = ["Evolution", "open_evolution"]
 
@@ -63,10 +65,24 @@ def _feedback(parent: Attempt | None) -> dict[str, Any]:
     if parent is None:
         return {"id": None, "verdict": None, "feedback": "no attempt yet: start from the original code"}
     return {
-        "id": parent.id,
+        "id": f"attempt {parent.number}",  # as the history names it; never the session's random id
         "verdict": parent.verdict,
         "feedback": describe(parent),
     }
+
+
+def _changed(
+    mods: Sequence[CodeModification], before: Mapping[str, str | None], after: Mapping[str, str | None]
+) -> tuple[str, ...]:
+    """What an applied batch really changed, from the trees before and after it (overlays on the
+    original: a path absent is the original's file): the chunk ids (or paths) its modifications
+    named in files whose text changed, then any other changed file (a formatter's). A batch that
+    left every file as it was changed nothing."""
+    unset = object()
+    paths = {p for p in {*before, *after} if before.get(p, unset) != after.get(p, unset)}
+    named = [m.target_chunk_id or m.file_path for m in mods if posixpath.normpath(m.file_path) in paths]
+    covered = {posixpath.normpath(mod.file_path) for mod in mods}
+    return tuple(dict.fromkeys([*named, *sorted(paths - covered)]))
 
 
 def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
@@ -113,7 +129,8 @@ class _Draft:
     policy: str
     island: int = 0
     tokens: AttemptTokens = field(default_factory=AttemptTokens)
-    mods: tuple[dict[str, Any], ...] = ()
+    mods: tuple[dict[str, Any], ...] = ()  # as asked
+    changed: tuple[str, ...] = ()  # as applied (`_changed`): nothing until the edits are in the tree
     rationale: str = ""
 
 
@@ -303,7 +320,9 @@ class Evolution:
             self.workspace.checkout(overlay)  # refused edits write nothing; this only proves it
             return self._fault(draft, exc.code.value, str(exc))
         marks.mark("apply")
-        return self._judged(draft, self.workspace.overlay_after(overlay, [f.path for f in report.files]))
+        files = self.workspace.overlay_after(overlay, [f.path for f in report.files])
+        draft.changed = _changed(written.modifications, overlay, files)
+        return self._judged(draft, files)
 
     def _attempt(self, draft: _Draft, seconds: dict[str, float], **outcome: Any) -> Attempt:
         """The attempt as recorded: what every attempt carries, and its outcome."""
@@ -315,6 +334,7 @@ class Evolution:
             island=draft.island,
             acceptance_total=self._acceptance_total,
             modifications=draft.mods,
+            changed=draft.changed,
             rationale=draft.rationale,
             tokens=draft.tokens,
             seconds=seconds,

@@ -33,6 +33,7 @@ __all__ = [
     "attempt_id",
     "attempt_number",
     "best_attempt",
+    "changed_in",
 ]
 
 SOLUTIONS = "sys/solutions"  # S4; host/store/keys.py names it too (no import: layers)
@@ -84,7 +85,11 @@ class Attempt(BaseModel):
     messages: tuple[str, ...] = ()
     acceptance_passed: int = 0  # acceptance tests reported passed
     acceptance_total: int = 0
-    modifications: tuple[dict[str, Any], ...] = ()  # CodeModification JSON, as asked
+    modifications: tuple[dict[str, Any], ...] = ()  # CodeModification JSON, as asked (applied or not)
+    # what the attempt really changed against its parent's tree: the chunk ids its applied edits
+    # named in files that changed, and any other changed file's path; () for a fault. None: an
+    # attempt recorded before this field (`changed_in` works it out)
+    changed: tuple[str, ...] | None = None
     rationale: str = ""
     diff: str = ""  # the tree's unified diff against the original code (what `accept` applies)
     files: dict[str, str | None] = Field(default_factory=dict)  # path -> text (None: removed) vs the original
@@ -110,6 +115,18 @@ class Attempt(BaseModel):
             self.score if self.score is not None else float("-inf"),
             -self.number,
         )
+
+
+def changed_in(attempt: Attempt) -> tuple[str, ...]:
+    """What `attempt` changed (its `changed`); for a record older than that field: nothing for a
+    fault, its modifications' targets for an applied attempt."""
+    if attempt.changed is not None:
+        return attempt.changed
+    if attempt.status == "fault":
+        return ()
+    return tuple(
+        dict.fromkeys(str(m.get("target_chunk_id") or m.get("file_path")) for m in attempt.modifications)
+    )
 
 
 def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:

@@ -12,8 +12,9 @@ Pure: `timeline_html(meta, attempts)` turns a session's record and its solutions
   square, triangle) so the chart reads in greyscale;
 - the lineage of the best attempt: its `parent` ids followed back to the original code, as a chain;
 - one `<details>` per attempt: verdict, reason and fail codes, messages, acceptance passed/total,
-  score and metrics, tokens, seconds per step, parent, the modifications (action, target chunk id,
-  reasoning), the rationale and the diff against the original code, lines coloured +/-.
+  score and metrics, tokens, seconds per step, parent, what it changed in its tree (a fault:
+  nothing), the modifications as asked (action, target chunk id, reasoning; a fault's marked
+  refused), the rationale and the diff against the original code, lines coloured +/-.
 
 Every text from the record is data (diffs, messages and rationales come from a model and from test
 output): it goes through `html.escape`, characters HTML cannot carry in backslash form. No network,
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pagedctx.evolve.records import Attempt, EvolveMeta, best_attempt
+from pagedctx.evolve.records import Attempt, EvolveMeta, best_attempt, changed_in
 from pagedctx.host.records.html_text import CSP_NO_SCRIPT, DIFF_CSS, cut, diff_html
 from pagedctx.host.records.html_text import escape as _e
 
@@ -584,6 +585,7 @@ def _section(attempt: Attempt, by_id: dict[str, Attempt], best: Attempt | None) 
                 else ""
             ),
         ),
+        ("changed", _e(", ".join(changed_in(attempt)) or "nothing")),
         ("parent", parent_html),
         ("island", str(attempt.island)),
         ("policy", _e(attempt.policy or "unknown")),
@@ -628,7 +630,7 @@ def _section(attempt: Attempt, by_id: dict[str, Attempt], best: Attempt | None) 
         + _facts(facts)
         + f"<h3>Messages ({len(attempt.messages)})</h3>"
         + (f'<ul class="plain messages">{messages}</ul>' if messages else none)
-        + f"<h3>Modifications ({len(attempt.modifications)})</h3>"
+        + f"<h3>Modifications ({len(attempt.modifications)}{', refused' if status == 'fault' else ''})</h3>"
         + (f'<ul class="mods">{mods}</ul>' if mods else none)
         + "<h3>Rationale</h3>"
         + (f'<pre class="rationale">{_text(attempt.rationale)}</pre>' if attempt.rationale else none)
