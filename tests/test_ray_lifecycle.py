@@ -39,13 +39,14 @@ def _names(pids: dict[int, str]) -> list[str]:
     out = []
     for pid in pids:
         try:
-            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()[:80])
+            # the whole first word: a long checkout path must not cut `gcs_server` short
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode())
         except OSError:
             continue
     return out
 
 
-def _settled_tree(root: int, needed: tuple[str, ...], timeout: float = 120) -> dict[int, str]:
+def _settled_tree(root: int, needed: tuple[str, ...], timeout: float = 300) -> dict[int, str]:
     """The process tree under `root` once the named processes are in it (Ray's agents start last)."""
     deadline = time.monotonic() + timeout
     while True:
