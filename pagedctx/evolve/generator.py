@@ -52,10 +52,11 @@ class Generator(Protocol):
 
 class ModuleGenerator:
     """The generator module on one backend; tokens counted with `counter` when the backend does
-    not report them."""
+    not report them. Every attempt's tokens count (a retry after a violation, and the attempts of
+    a call that failed): what the runner spent during the call."""
 
     def __init__(self, backend: ModelBackend, *, policy: str, counter: Any, modules_root: Any = None) -> None:
-        self._runner = ModelModuleRunner(backend, root=modules_root)
+        self._runner = ModelModuleRunner(backend, root=modules_root, counter=counter)
         self._policy = policy
         self._counter = counter
 
@@ -81,20 +82,19 @@ class ModuleGenerator:
         return self._runner.backend.name
 
     def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault:
-        prompt = self._counter.count(str(payload)) if self._counter is not None else 0
+        before = self._runner.usage.copy()
         try:
             answer = self._runner.call(MODULE, payload)
-        except EnvelopeViolation as exc:
-            return GeneratorFault(code=exc.code, message=str(exc), prompt_tokens=prompt)
-        except BackendError as exc:
-            return GeneratorFault(code=FailCode.EXECUTOR_ERROR, message=str(exc), prompt_tokens=prompt)
-        reply = answer.reply
-        prompt = reply.prompt_tokens if reply.prompt_tokens is not None else prompt
-        completion = (
-            reply.completion_tokens
-            if reply.completion_tokens is not None
-            else (self._counter.count(answer.text) if self._counter is not None else 0)
-        )
+        except (EnvelopeViolation, BackendError) as exc:
+            spent = self._runner.usage.since(before)
+            code = exc.code if isinstance(exc, EnvelopeViolation) else FailCode.EXECUTOR_ERROR
+            return GeneratorFault(
+                code=code,
+                message=str(exc),
+                prompt_tokens=spent.prompt_tokens,
+                completion_tokens=spent.completion_tokens,
+            )
+        prompt, completion = answer.usage.prompt_tokens, answer.usage.completion_tokens
         if isinstance(answer.envelope, FailureEnvelope):
             error = answer.envelope.error
             code = FailCode.NEEDS_CLARIFICATION
