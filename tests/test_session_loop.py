@@ -15,7 +15,7 @@ from session_factory import T0, Clock, session, write_dialogue
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
-from pagedctx.errors import BudgetError
+from pagedctx.errors import BackendError, BudgetError
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
@@ -414,3 +414,77 @@ def test_cli_records_model_calls_and_replays_them(inputs: SessionInputs, tmp_pat
         app, [*base, "--intent", "lunch plans", "--runtime", "inproc", "--replay", str(calls)]
     )
     assert other.exit_code == 2 and "the replayed run diverged from the recorded one" in other.stderr
+
+
+def _envelope(actions: list[dict[str, str]], answer: str | None) -> str:
+    data = {"actions": actions, "answer": answer, "rationale": "from the view"}
+    return json.dumps({"ok": True, "meta": META, "data": data})
+
+
+def test_an_answer_whose_actions_were_refused_is_not_accepted(inputs: SessionInputs, tmp_path: Path) -> None:
+    """Issue 32 (P9, P12): an invented page id refuses the round, and the answer given with it is
+    not accepted: a fault step (trace and round say so); the loop goes on and answers later."""
+    invented = {"action": "Consult", "reason": "the example id", "id": "f1a2b3c4"}
+    outputs = iter([_envelope([invented], "port 1234")])
+
+    def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
+        return next(outputs, "") or baseline_worker(xml, text, explored=explored, final=True)
+
+    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500, worker=worker)
+    first = result.rounds[0]
+    assert first.answer is None and first.faults[0].startswith("UNKNOWN_PAGE")
+    assert first.faults[1].startswith("answer not accepted: its round's actions were refused (UNKNOWN_PAGE")
+    assert any(s.action == "Fault" and s.target == "answer" and s.status == "fault" for s in result.steps)
+    assert result.answer is not None and result.answer != "port 1234" and len(result.rounds) >= 2
+    event = next(iter(read_trace(tmp_path / "trace.jsonl")))
+    assert event.answer is None and "port 1234" in event.worker_output
+    assert any("answer not accepted" in f["message"] for f in event.faults)
+
+
+def test_invented_ids_and_handles_are_fault_steps(inputs: SessionInputs, tmp_path: Path) -> None:
+    """Issue 32 (P5, P9): a Consult of an id and an Explore of a handle the context never showed
+    are refused rounds (fault steps, state unchanged), never a crash or a silent success."""
+    outputs = iter([
+        'Consult("the id from the prompt example", f1a2b3c4)',
+        'Explore("the handle from the prompt example", pb:0a1b2c3d, ["port"])',
+    ])  # fmt: skip
+
+    def worker(xml: str, text: str, explored: Sequence[str], final: bool) -> str:
+        return next(outputs, "") or baseline_worker(xml, text, explored=explored, final=True)
+
+    _, result = session(inputs, tmp_path, "staging port", budget=2500, rounds=3, worker=worker)
+    consulted, explored = result.rounds[0], result.rounds[1]
+    assert consulted.faults[0].startswith("UNKNOWN_PAGE") and "f1a2b3c4" in consulted.faults[0]
+    assert explored.faults and "pb:0a1b2c3d" in explored.faults[0] and explored.added == 0
+    assert sum(s.status == "fault" for s in result.steps) >= 2 and result.answer is not None
+
+
+def test_a_worker_that_declines_is_a_fault_step(inputs: SessionInputs, tmp_path: Path) -> None:
+    """Issue 32 (M2, P9): a valid failure envelope from the worker module is a fault step naming
+    its code, not a round that silently did nothing."""
+    declined = {"ok": False, "meta": META, "error": {"code": "NEEDS_CLARIFICATION", "message": "which port?"}}
+    backend = ScriptedBackend([json.dumps(declined), ANSWER])
+    worker = ModelWorker(ModelModuleRunner(backend))
+    _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500, worker=worker)
+    first = result.rounds[0]
+    assert first.faults == ("the worker declined: NEEDS_CLARIFICATION: which port?",)
+    assert any(s.action == "Fault" and s.target == "worker" and "declined" in s.reason for s in result.steps)
+    assert result.answer == "port 9090"
+
+
+def test_a_server_error_is_a_fault_step_quoting_the_server(inputs: SessionInputs, tmp_path: Path) -> None:
+    """Issue 32 (P15): a backend that fails (here llama.cpp's 500 to a json_schema request, as
+    OpenAICompatibleBackend words it: test_structured_output) makes each round a fault step whose
+    reason quotes the server's error, and the session ends cleanly without an answer."""
+    said = (
+        "openai:smollm2 at http://127.0.0.1:8080/v1 (module 'worker', structured: json_schema) "
+        "answered HTTP 500: Input should be 'text' or 'json_object'"
+    )
+
+    def down(request: ModelRequest) -> str:
+        raise BackendError(said)
+
+    worker = ModelWorker(ModelModuleRunner(ScriptedBackend(down)))
+    _, result = session(inputs, tmp_path, "staging port", budget=2500, rounds=1, worker=worker)
+    assert result.answer is None and [r.faults for r in result.rounds] == [(f"BACKEND_ERROR: {said}",)]
+    assert all(s.reason == f"BACKEND_ERROR: {said}" for s in result.steps if s.target == "worker")

@@ -40,6 +40,10 @@ class ModelReply(BaseModel):
     backend: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str | None = Field(
+        default=None,
+        description='why the model stopped, as OpenAI says it: "stop", or "length" at the token limit',
+    )
 
 
 @runtime_checkable

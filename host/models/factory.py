@@ -8,7 +8,10 @@ A role runs the `baseline` policy (deterministic, the embedded default) or a mod
         consolidator: {backend: openai, model: qwen3-32b-consolidator, base_url: ...}
         router: {backend: gemini, model: gemini-2.5-flash, api_key_env: GEMINI_API_KEY}
 
-Keys are read from the environment variable the spec names, never from the file. `replay`
+`structured` says how an OpenAI-compatible server constrains the answer (`structured.py`):
+`json_schema` (the default: OpenAI, vLLM), `json_object` or `grammar` (llama.cpp's server, e.g.
+`{backend: openai, model: smollm2, base_url: "http://127.0.0.1:8080/v1", structured: grammar}`),
+`none`. Keys are read from the environment variable the spec names, never from the file. `replay`
 answers from a recording (`recording: path`), `scripted` from `answers:` (for tests).
 """
 
@@ -22,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.errors import ConfigError
 from pagedctx.host.models.base import ModelBackend
 from pagedctx.host.models.recorded import RecordingBackend, ReplayBackend, ScriptedBackend
+from pagedctx.host.models.structured import StructuredOutput
 
 __all__ = ["RoleSpec", "build_backend"]
 
@@ -40,6 +44,11 @@ class RoleSpec(BaseModel):
     max_tokens: int | None = None
     record: str | None = Field(default=None, description="append every call to this JSONL recording")
     modules: tuple[str, ...] = Field(default=(), description="replay: only the calls of these modules")
+    structured: StructuredOutput = Field(
+        default="json_schema",
+        description="how the server constrains output (openai backend): json_schema (OpenAI, vLLM), "
+        "json_object or grammar (llama.cpp), none",
+    )
 
     @property
     def policy(self) -> str:
@@ -82,7 +91,11 @@ def _backend(spec: RoleSpec) -> ModelBackend:
         from pagedctx.host.models.openai_compat import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend(
-            model=spec.model, base_url=spec.base_url, api_key=_key(spec), max_tokens=spec.max_tokens
+            model=spec.model,
+            base_url=spec.base_url,
+            api_key=_key(spec),
+            max_tokens=spec.max_tokens,
+            structured=spec.structured,
         )
     from pagedctx.host.models.gemini import GeminiBackend
 

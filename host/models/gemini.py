@@ -71,10 +71,12 @@ class GeminiBackend:
         if text is None:
             raise BackendError(f"{self.name} returned no text for module {request.module!r}")
         usage = response.usage_metadata
+        finish = response.candidates[0].finish_reason if response.candidates else None
         return ModelReply(
             text=text,
             model=self.model,
             backend="gemini",
             prompt_tokens=usage.prompt_token_count if usage else None,
             completion_tokens=usage.candidates_token_count if usage else None,
+            finish_reason="length" if finish == "MAX_TOKENS" else None if finish is None else "stop",
         )

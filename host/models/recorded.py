@@ -44,6 +44,7 @@ class ModelCall(BaseModel):
     model: str
     backend: str
     text: str
+    finish_reason: str | None = None  # "length": the answer was cut at the token limit
 
 
 class ScriptedBackend:
@@ -105,6 +106,7 @@ class RecordingBackend:
             model=reply.model,
             backend=reply.backend,
             text=reply.text,
+            finish_reason=reply.finish_reason,
         )
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(call.model_dump_json() + "\n")
@@ -162,7 +164,12 @@ class ReplayBackend:
                 "(other inputs, prompts or code)"
             )
         call = queue.popleft()
-        return ModelReply(text=call.text, model=call.model, backend=f"replay({call.backend})")
+        return ModelReply(
+            text=call.text,
+            model=call.model,
+            backend=f"replay({call.backend})",
+            finish_reason=call.finish_reason,
+        )
 
     def unused(self) -> list[ModelCall]:
         return [call for queue in self._answers.values() for call in queue]

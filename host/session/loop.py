@@ -354,12 +354,21 @@ class _Acted:
 
 
 def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> _Acted:
-    """Parse the worker's output and apply its actions atomically (a Bus Fault changes nothing)."""
+    """Parse the worker's output and apply its actions atomically (a Bus Fault changes nothing).
+
+    A worker that declines (a failure envelope) is a fault step. An answer given with actions that
+    were refused is not accepted: the round is a fault step, and the loop goes on without it (the
+    answer may rest on what the refused actions were to show)."""
     try:
         output = parse_worker_output(raw)
     except BusFault as fault:
         step = TraceStep(action="Fault", target="worker", reason=fault.message[:500], status="fault")
         return _Acted(state=state, steps=[step], faults=[f"bus fault: {fault.message}"])
+    if output.failed:
+        error = output.error or {}
+        declined = f"the worker declined: {error.get('code', 'no code')}: {error.get('message', '')}"
+        step = TraceStep(action="Fault", target="worker", reason=declined[:500], status="fault")
+        return _Acted(state=state, steps=[step], faults=[declined])
     acted = _Acted(
         state=state,
         answer=output.answer,
@@ -373,6 +382,14 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
         acted.explored = [a.handle for a in output.actions if isinstance(a, Explore)]
     elif outcome.fault is not None:
         acted.faults.append(f"{outcome.fault.code}: {outcome.fault.message}")
+        if output.answer is not None:
+            refused = (
+                f"answer not accepted: its round's actions were refused ({outcome.fault.code} at "
+                f"{outcome.fault.action} {outcome.fault.target})"
+            )
+            acted.answer = None
+            acted.faults.append(refused)
+            acted.steps.append(TraceStep(action="Fault", target="answer", reason=refused, status="fault"))
     _sync(router, state, acted.state)
     return acted
 

@@ -10,7 +10,7 @@ which role to configure.
 Tokens: the runner asks the model again when an answer breaks the contract, so one `write` may
 be two model calls. Every call counts (its prompt and its completion, as the backend reports them,
 else counted), the refused answer's as much as the accepted one's, and so do the calls of a
-write that ends in a fault.
+write that ends in a fault (the runner's running `usage`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
 from pagedctx.host.edit.modification import CodeModification, ModificationBatch
-from pagedctx.host.models.base import ModelBackend, ModelReply, ModelRequest
+from pagedctx.host.models.base import ModelBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.protocol.envelope import FailureEnvelope
 
@@ -55,32 +55,13 @@ class Generator(Protocol):
     def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault: ...
 
 
-class _Metered:
-    """A backend that keeps the calls of the write under way: (request, reply or None when it
-    raised), so every attempt of the runner counts in the tokens."""
-
-    def __init__(self, inner: ModelBackend) -> None:
-        self.inner = inner
-        self.calls: list[tuple[ModelRequest, ModelReply | None]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def complete(self, request: ModelRequest) -> ModelReply:
-        self.calls.append((request, None))
-        reply = self.inner.complete(request)
-        self.calls[-1] = (request, reply)
-        return reply
-
-
 class ModuleGenerator:
     """The generator module on one backend; tokens counted with `counter` when the backend does
-    not report them."""
+    not report them. Every attempt's tokens count (a retry after a violation, and the attempts of
+    a call that failed): what the runner spent during the call."""
 
     def __init__(self, backend: ModelBackend, *, policy: str, counter: Any, modules_root: Any = None) -> None:
-        self._meter = _Metered(backend)
-        self._runner = ModelModuleRunner(self._meter, root=modules_root)
+        self._runner = ModelModuleRunner(backend, root=modules_root, counter=counter)
         self._policy = policy
         self._counter = counter
 
@@ -103,43 +84,22 @@ class ModuleGenerator:
     @property
     def backend_name(self) -> str:
         """The backend's name, as the runner's messages say it (an evolve bundle keeps it)."""
-        return self._meter.name
-
-    def _count(self, text: str) -> int:
-        return self._counter.count(text) if self._counter is not None else 0
-
-    def _tokens(self) -> tuple[int, int]:
-        """(prompt, completion) over every call of this write: as reported, else counted (a call
-        that raised: its prompt, which the server may have read)."""
-        prompt = completion = 0
-        for request, reply in self._meter.calls:
-            reported = reply.prompt_tokens if reply is not None else None
-            prompt += (
-                reported if reported is not None else self._count(request.system) + self._count(request.user)
-            )
-            if reply is not None:
-                written = reply.completion_tokens
-                completion += written if written is not None else self._count(reply.text)
-        return prompt, completion
+        return self._runner.backend.name
 
     def write(self, payload: dict[str, Any]) -> Generated | GeneratorFault:
-        self._meter.calls.clear()
+        before = self._runner.usage.copy()
         try:
             answer = self._runner.call(MODULE, payload)
-        except EnvelopeViolation as exc:
-            prompt, completion = self._tokens()
+        except (EnvelopeViolation, BackendError) as exc:
+            spent = self._runner.usage.since(before)
+            code = exc.code if isinstance(exc, EnvelopeViolation) else FailCode.EXECUTOR_ERROR
             return GeneratorFault(
-                code=exc.code, message=str(exc), prompt_tokens=prompt, completion_tokens=completion
-            )
-        except BackendError as exc:
-            prompt, completion = self._tokens()
-            return GeneratorFault(
-                code=FailCode.EXECUTOR_ERROR,
+                code=code,
                 message=str(exc),
-                prompt_tokens=prompt,
-                completion_tokens=completion,
+                prompt_tokens=spent.prompt_tokens,
+                completion_tokens=spent.completion_tokens,
             )
-        prompt, completion = self._tokens()
+        prompt, completion = answer.usage.prompt_tokens, answer.usage.completion_tokens
         if isinstance(answer.envelope, FailureEnvelope):
             error = answer.envelope.error
             code = FailCode.NEEDS_CLARIFICATION
