@@ -43,10 +43,12 @@ from pagedctx.actors.ray_worker_setup import HOOK
 __all__ = [
     "OWNER_VARIABLE",
     "OwnedCluster",
+    "end_watchdog",
     "ensure_ray",
     "owned_cluster",
     "ray_cluster_running",
     "ray_current_cluster",
+    "start_watchdog",
     "stop_ray",
 ]
 
@@ -134,10 +136,11 @@ def _loopback_constant() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
-def _start_watchdog(token: str, temp_dir: Path) -> tuple[int, int]:
+def start_watchdog(token: str, temp_dir: Path) -> tuple[int, int]:
     """The watchdog started and detached; (the write end of its stdin, the read end of its stdout),
     plain descriptors this process holds until it stops Ray or ends (the kernel closes them then,
-    however it ends)."""
+    however it ends). It ends the processes holding `OWNER_VARIABLE=token` in their environment or a
+    file under `temp_dir` open: a Ray cluster's here, the llama.cpp servers' in llama_server.py."""
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", str(WATCHDOG), str(os.getpid()), token, str(temp_dir)],
         stdin=subprocess.PIPE,
@@ -182,7 +185,7 @@ def ensure_ray(num_cpus: int | None = None, num_gpus: int | None = None) -> None
         _system_config={} if metrics else {"enable_metrics_collection": False},
         runtime_env={"worker_process_setup_hook": HOOK},  # Serve's own [::] binds (ray_worker_setup.py)
     )
-    pipe, done = _start_watchdog(token, temp_dir)
+    pipe, done = start_watchdog(token, temp_dir)
     _OWNED.append(OwnedCluster(token=token, temp_dir=temp_dir, pipe=pipe, done=done))
     try:
         with _environment(env), _loopback_constant():
@@ -204,13 +207,18 @@ def stop_ray(timeout: float = 20.0) -> None:
 
 
 def _end(owned: OwnedCluster, timeout: float) -> None:
-    """Make the watchdog sweep now, and wait until it has (or `timeout` passed)."""
-    os.close(owned.pipe)
+    end_watchdog(owned.pipe, owned.done, timeout)
+
+
+def end_watchdog(pipe: int, done: int, timeout: float) -> None:
+    """Make the watchdog `start_watchdog` gave these descriptors sweep now, and wait until it has
+    (or `timeout` passed)."""
+    os.close(pipe)
     deadline = time.monotonic() + timeout
     try:
         while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([owned.done], [], [], left)
-            if ready and not os.read(owned.done, 4096):
+            ready, _, _ = select.select([done], [], [], left)
+            if ready and not os.read(done, 4096):
                 break  # end of file: swept
     finally:
-        os.close(owned.done)
+        os.close(done)

@@ -1,4 +1,5 @@
-"""The watchdog of a Ray cluster this process started (stdlib only; run as a script, not imported).
+"""The watchdog of a Ray cluster this process started (stdlib only; run as a script, not imported),
+and of the llama.cpp servers it started (llama_server.py: their logs are the files under TEMP_DIR).
 
 `python -I -S ray_watchdog.py DRIVER_PID TOKEN TEMP_DIR`, started by `local_ray.ensure_ray` before
 `ray.init` with its stdin a pipe from the driver. It detaches at once (forks; the parent exits, so

@@ -2,6 +2,12 @@
 choice of runtime, made once here for every face (`pagedctx.Session`, the CLI, later serve, replay
 and evolve). Nothing else wires roles or actors.
 
+Models on this machine: a profile naming llama.cpp servers (`models.llama_cpp`, the `cpu` profile)
+has them answering before its roles are used: `serving` starts the ones the final role specs reach
+when none runs, and they stop when this process ends (actors/llama_server.py). Every composition
+here that hands out a model role calls it: `session_specs`, `generator_spec`, `consolidator_role`,
+`router_spec`; `role_specs` alone only reads the profile.
+
 Runtimes: `inproc` runs the three roles in this process; `ray` runs them as Ray actors (a local
 cluster on 127.0.0.1 is started when none runs); `auto` (the default) attaches to a Ray cluster
 that is already there (`RAY_ADDRESS`, or a local `ray start`) and otherwise runs in process,
@@ -10,7 +16,7 @@ because starting Ray costs 10-13 s where a baseline session takes about a second
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +27,7 @@ __all__ = [
     "Runtime",
     "actor_options",
     "consolidator_role",
+    "consolidator_spec",
     "fixed_clock",
     "generator_spec",
     "parse_clock",
@@ -28,6 +35,10 @@ __all__ = [
     "recorded_specs",
     "resolve_runtime",
     "role_specs",
+    "router_spec",
+    "serving",
+    "serving_all",
+    "session_specs",
 ]
 
 Runtime = Literal["auto", "ray", "inproc"]
@@ -51,17 +62,79 @@ def role_specs(models: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"models.roles: {exc}") from exc
 
 
-def generator_spec(models: dict[str, Any], record: Path | None = None) -> Any:
+def serving(models: dict[str, Any], specs: Iterable[Any]) -> None:
+    """The profile's llama.cpp servers (`models.llama_cpp`) that these role specs reach, answering:
+    found running and left alone, or started here and stopped when this process ends, however it
+    ends (actors/llama_server.py). Nothing for a profile without them, or for roles that reach none
+    (baseline, replayed, scripted)."""
+    if models.get("llama_cpp") is None:
+        return
+    from pagedctx.actors.llama_server import ensure_servers, llama_plan, servers_reached
+
+    plan = llama_plan(models)
+    assert plan is not None
+    urls = [spec.base_url for spec in specs if spec.backend == "openai"]
+    names = servers_reached(plan, urls)
+    if names:
+        ensure_servers(plan, names)
+
+
+def serving_all(models: dict[str, Any]) -> None:
+    """Every model the profile's roles call (the generator's too), answering: for a face that runs
+    sessions in processes of its own (serve's replicas, replay's workers), so they share one server
+    per model, owned by the command."""
+    from pagedctx.host.models.factory import RoleSpec
+
+    try:
+        generator = RoleSpec.model_validate((models.get("roles") or {}).get("generator") or {})
+    except ValueError as exc:
+        raise ConfigError(f"models.roles.generator: {exc}") from exc
+    serving(models, [*role_specs(models).values(), generator])
+
+
+def session_specs(models: dict[str, Any], record: Path | None, replay: Path | None) -> dict[str, Any]:
+    """A session's roles: the profile's (`role_specs`), recording or replayed (`recorded_specs`),
+    the models they still call answering (`serving`)."""
+    specs = recorded_specs(role_specs(models), record, replay)
+    serving(models, specs.values())
+    return specs
+
+
+def router_spec(models: dict[str, Any]) -> Any:
+    """The profile's Router spec for a face that calls it alone (`pagedctx.select --policy model`),
+    its model answering."""
+    spec = role_specs(models)["router"]
+    serving(models, [spec])
+    return spec
+
+
+def generator_spec(models: dict[str, Any], record: Path | None = None, replay: Path | None = None) -> Any:
     """The profile's `models.roles.generator` (the evolve loop's code writer; baseline when unset),
-    appending its calls to `record` when given."""
+    appending its calls to `record` when given; with `replay`, the generator calls recorded there
+    answer instead (appended to `record` too). Its model answering (`serving`)."""
     from pagedctx.host.models.factory import RoleSpec
 
     try:
         spec = RoleSpec.model_validate((models.get("roles") or {}).get("generator") or {})
     except ValueError as exc:
         raise ConfigError(f"models.roles.generator: {exc}") from exc
+    if replay is not None:
+        return RoleSpec(
+            backend="replay",
+            recording=str(replay),
+            modules=("generator",),
+            record=str(record) if record is not None else None,
+        )
     if record is not None and spec.backend != "baseline":
         spec = spec.model_copy(update={"record": str(record)})
+    serving(models, [spec])
+    return spec
+
+
+def consolidator_spec(models: dict[str, Any]) -> Any:
+    """The profile's Consolidator spec, its model answering (`serving`)."""
+    spec = role_specs(models)["consolidator"]
+    serving(models, [spec])
     return spec
 
 
@@ -70,7 +143,7 @@ def consolidator_role(models: dict[str, Any]) -> Any:
     baseline's merge or the model's, for faces that fold pages of their own (evolve's history)."""
     from pagedctx.actors.roles import build_consolidator
 
-    return build_consolidator(role_specs(models)["consolidator"])
+    return build_consolidator(consolidator_spec(models))
 
 
 def recorded_specs(specs: dict[str, Any], record: Path | None, replay: Path | None) -> dict[str, Any]:

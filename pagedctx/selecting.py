@@ -70,10 +70,11 @@ def _policy(name: str, models: dict[str, Any]) -> Any:
         return BaselineSelectionPolicy()
     if name != "model":
         raise UsageError(f"unknown policy {name!r}: use baseline, or model (the profile's router model)")
-    from pagedctx.host.models.factory import RoleSpec, build_backend  # the model stack, only for it
+    from pagedctx._app import router_spec
+    from pagedctx.host.models.factory import build_backend  # the model stack, only for it
     from pagedctx.host.models.runner import ModelModuleRunner
 
-    spec = RoleSpec.model_validate((models.get("roles") or {}).get("router") or {})
+    spec = router_spec(models)
     if spec.backend == "baseline":
         raise UsageError("--policy model needs models.roles.router in the profile to name a backend")
     return ModelSelectionPolicy(ModelModuleRunner(build_backend(spec)), name=spec.policy)

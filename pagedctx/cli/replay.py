@@ -252,6 +252,11 @@ def replay(
     tokens, scale = _budget(budget)
     jobs: list[Job] = [(str(b), tokens, scale, profile) for b in bundles]
     chosen = _executor(executor, bundles, profile, budget is not None or profile is not None)
+    if profile is not None:  # its models answer before any worker asks: one server per model, shared
+        from pagedctx._app import serving_all
+        from pagedctx.config import load_config
+
+        serving_all(load_config(profile=profile).models)
     outcomes: list[dict[str, Any]] = []
     console = stderr_console()
     with Progress(console=console, transient=True) as progress:

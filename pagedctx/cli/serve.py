@@ -2,7 +2,9 @@
 
 Starts (or joins) a Ray cluster on 127.0.0.1, runs the chat app with `--replicas` replicas behind
 the Serve proxy on `--host`/`--port`, prints one line saying where, and serves until Ctrl-C or
-SIGTERM. Off loopback it refuses to start without a bearer token. Exit 2 with the reason on a bad
+SIGTERM. Off loopback it refuses to start without a bearer token. A profile whose models run on
+this machine (`cpu`) has their llama.cpp servers answering first (started here when none runs,
+stopped when serve ends). Exit 2 with the reason on a bad
 profile, setting or flag.
 """
 
@@ -62,6 +64,9 @@ def serve(
     finally:
         reachable.close()
     resolved = config.model_copy(update={"store": config.store_url, "home": config.home.resolve()})
+    from pagedctx._app import serving_all
+
+    serving_all(config.models)  # the replicas' models answer before they start, stopped when we end
 
     from pagedctx.serve.deployment import serve_forever
 

@@ -171,12 +171,12 @@ class _AsRecorded:
 def _recorded_consolidator(config: Any, calls: Path) -> tuple[Any, str]:
     """The profile's Consolidator with its calls appended to `calls`, and its backend's name, when
     it is a model (the history's folds); (None, "") for the baseline's merge, which calls nothing."""
-    from pagedctx._app import role_specs
+    from pagedctx._app import consolidator_spec
     from pagedctx.host.models.factory import build_backend
     from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.roles.model_backed import ModelConsolidator
 
-    spec = role_specs(config.models)["consolidator"]
+    spec = consolidator_spec(config.models)
     if spec.backend == "baseline":
         return None, ""
     backend = build_backend(spec.model_copy(update={"record": str(calls)}))
