@@ -205,17 +205,23 @@ def test_every_attempt_counts_in_the_token_totals(server: ModelServer) -> None:
 
 
 def test_a_replayed_truncation_replays_the_retry(tmp_path: Path) -> None:
-    """Issue 32 (P15 replay): the finish reason is recorded, so the retry's request (which says the
-    answer was cut) has the digest it had live."""
+    """Issue 32 (P15 replay): the finish reason and the server's usage are recorded, so the retry's
+    request (which says the answer was cut "after 384 tokens") has the digest it had live, and the
+    replayed tokens are the recorded ones (a real model's cut answer diverged every replay)."""
     recording = tmp_path / "calls.jsonl"
 
     class Cut(ScriptedBackend):
         def complete(self, request: ModelRequest) -> ModelReply:
             reply = super().complete(request)
-            return reply.model_copy(update={"finish_reason": "length" if request.attempt == 1 else "stop"})
+            cut = request.attempt == 1
+            used = {"prompt_tokens": 1000 + request.attempt, "completion_tokens": 384 if cut else 40}
+            return reply.model_copy(update={"finish_reason": "length" if cut else "stop", **used})
 
     first = ModelModuleRunner(RecordingBackend(Cut(["{", GOOD]), recording)).call("router_select", CANDIDATES)
-    assert [c.finish_reason for c in read_calls(recording)] == ["length", "stop"]
+    calls = read_calls(recording)
+    assert [(c.finish_reason, c.completion_tokens) for c in calls] == [("length", 384), ("stop", 40)]
     replay = ReplayBackend.from_file(recording)
-    assert ModelModuleRunner(replay).call("router_select", CANDIDATES).value == first.value
+    again = ModelModuleRunner(replay).call("router_select", CANDIDATES)
+    assert again.value == first.value and again.usage == first.usage
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (2003, 424)
     replay.finish()

@@ -3,8 +3,9 @@
 - `ScriptedBackend`: answers from a list (in order) or a function of the request; a deterministic
   double users can build tests on. It names itself `scripted`, never a model.
 - `RecordingBackend`: wraps any backend and appends every call (request digest, module, attempt,
-  the model's text) to a JSONL file, one whole line per call, flushed.
-- `ReplayBackend`: answers a request with the text recorded for its digest (`request_digest`), in
+  the model's text, why it ended, the usage the server reported) to a JSONL file, one whole line
+  per call, flushed.
+- `ReplayBackend`: answers a request with the reply recorded for its digest (`request_digest`), in
   recorded order for repeated requests. A request never recorded is a BackendError naming the
   module; `finish()` raises when recorded answers were never asked for (the run diverged).
 """
@@ -45,6 +46,10 @@ class ModelCall(BaseModel):
     backend: str
     text: str
     finish_reason: str | None = None  # "length": the answer was cut at the token limit
+    # The server's usage, given back on replay: token totals, and what a retry is told ("cut off
+    # after N tokens"), are the recorded run's (None: not reported, or recorded before issue 32)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class ScriptedBackend:
@@ -107,6 +112,8 @@ class RecordingBackend:
             backend=reply.backend,
             text=reply.text,
             finish_reason=reply.finish_reason,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
         )
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(call.model_dump_json() + "\n")
@@ -169,6 +176,8 @@ class ReplayBackend:
             model=call.model,
             backend=f"replay({call.backend})",
             finish_reason=call.finish_reason,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
         )
 
     def unused(self) -> list[ModelCall]:
