@@ -433,7 +433,8 @@ def test_an_answer_whose_actions_were_refused_is_not_accepted(inputs: SessionInp
     _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500, worker=worker)
     first = result.rounds[0]
     assert first.answer is None and first.faults[0].startswith("UNKNOWN_PAGE")
-    assert first.faults[1].startswith("answer not accepted: its round's actions were refused (UNKNOWN_PAGE")
+    refused = "UNKNOWN_PAGE: answer not accepted: its round's actions were refused (at"
+    assert first.faults[1].startswith(refused)
     assert any(s.action == "Fault" and s.target == "answer" and s.status == "fault" for s in result.steps)
     assert result.answer is not None and result.answer != "port 1234" and len(result.rounds) >= 2
     event = next(iter(read_trace(tmp_path / "trace.jsonl")))
@@ -467,7 +468,7 @@ def test_a_worker_that_declines_is_a_fault_step(inputs: SessionInputs, tmp_path:
     worker = ModelWorker(ModelModuleRunner(backend))
     _, result = session(inputs, tmp_path, "which port does staging listen on now", budget=2500, worker=worker)
     first = result.rounds[0]
-    assert first.faults == ("the worker declined: NEEDS_CLARIFICATION: which port?",)
+    assert first.faults == ("NEEDS_CLARIFICATION: the worker declined: which port?",)
     assert any(s.action == "Fault" and s.target == "worker" and "declined" in s.reason for s in result.steps)
     assert result.answer == "port 9090"
 

@@ -363,10 +363,10 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
         output = parse_worker_output(raw)
     except BusFault as fault:
         step = TraceStep(action="Fault", target="worker", reason=fault.message[:500], status="fault")
-        return _Acted(state=state, steps=[step], faults=[f"bus fault: {fault.message}"])
+        return _Acted(state=state, steps=[step], faults=[f"BUS_FAULT: bus fault: {fault.message}"])
     if output.failed:
         error = output.error or {}
-        declined = f"the worker declined: {error.get('code', 'no code')}: {error.get('message', '')}"
+        declined = f"{error.get('code') or 'DECLINED'}: the worker declined: {error.get('message', '')}"
         step = TraceStep(action="Fault", target="worker", reason=declined[:500], status="fault")
         return _Acted(state=state, steps=[step], faults=[declined])
     acted = _Acted(
@@ -384,7 +384,7 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
         acted.faults.append(f"{outcome.fault.code}: {outcome.fault.message}")
         if output.answer is not None:
             refused = (
-                f"answer not accepted: its round's actions were refused ({outcome.fault.code} at "
+                f"{outcome.fault.code}: answer not accepted: its round's actions were refused (at "
                 f"{outcome.fault.action} {outcome.fault.target})"
             )
             acted.answer = None
