@@ -17,6 +17,7 @@ import httpx2
 import openai
 import pytest
 from conftest_redis import RedisServer
+from ray_support import tree
 from serve_support import free_port
 
 from pagedctx.session import Session
@@ -28,8 +29,8 @@ REPLICA = "ServeReplica:pagedctx-chat"
 
 
 class Server:
-    def __init__(self, url: str, store: str) -> None:
-        self.url, self.store = url, store
+    def __init__(self, url: str, store: str, pid: int) -> None:
+        self.url, self.store, self.pid = url, store, pid
         self.client = openai.OpenAI(base_url=f"{url}/v1", api_key="local", max_retries=4, timeout=120)
 
     def ask(self, sid: str, messages: list[dict[str, str]]) -> Any:
@@ -42,9 +43,12 @@ class Server:
         return httpx2.get(f"{self.url}/v1/sessions/{sid}/context", timeout=60).text
 
 
-def _replicas() -> list[int]:
+def _replicas(root: int) -> list[int]:
+    """The Serve replicas of the server started as `root` (its cluster's workers are below it),
+    never another test's running beside it (pytest -n 2)."""
     found = subprocess.run(["pgrep", "-f", REPLICA], capture_output=True, text=True, check=False)
-    return [int(pid) for pid in found.stdout.split()]
+    ours = tree(root)
+    return [int(pid) for pid in found.stdout.split() if int(pid) in ours]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +86,8 @@ def server(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
             if proc.poll() is not None:
                 raise AssertionError(f"pagedctx serve exited: {(home / 'serve.log').read_text()[-3000:]}")
             try:
-                if httpx2.get(url + "/health", timeout=2).status_code == 200 and len(_replicas()) == 2:
+                healthy = httpx2.get(url + "/health", timeout=2).status_code == 200
+                if healthy and len(_replicas(proc.pid)) == 2:
                     break
             except httpx2.HTTPError:
                 pass
@@ -91,7 +96,7 @@ def server(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
                     f"pagedctx serve not up in 180 s: {(home / 'serve.log').read_text()[-3000:]}"
                 )
             time.sleep(0.5)
-        yield Server(url, store)
+        yield Server(url, store, proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -123,7 +128,7 @@ def test_a_300_turn_conversation_stays_under_budget_survives_a_replica_kill_and_
         assert extra["context_tokens"] <= BUDGET and extra["budget"] == BUDGET
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
         if n == 75:
-            victims = _replicas()
+            victims = _replicas(server.pid)
             os.kill(victims[0], signal.SIGKILL)  # a replica dies mid-conversation
             killed = True
     assert killed
@@ -136,9 +141,9 @@ def test_a_300_turn_conversation_stays_under_budget_survives_a_replica_kill_and_
         assert [t["text"] for t in session.turns][: len(messages)] == [m["content"] for m in messages]
         assert len(session.turns) == len(messages) + 1  # every turn once, the last answer too
     deadline = time.monotonic() + 60
-    while len(_replicas()) < 2 and time.monotonic() < deadline:
+    while len(_replicas(server.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert len(_replicas()) == 2  # Serve restarted it
+    assert len(_replicas(server.pid)) == 2  # Serve restarted it
 
 
 def test_canaries_of_two_sessions_never_cross(server: Server) -> None:
