@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,8 +35,10 @@ import bm25s
 import numpy as np
 
 from pagedctx.errors import BudgetError
+from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.records.report import shows
 from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.roles.transport import Router
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.text.keywords import summarize
@@ -159,8 +162,16 @@ class _Clock:
 
 
 def ours(
-    path: Path, conversation: Conversation, question: str, budget: int, rounds: int
+    path: Path,
+    conversation: Conversation,
+    question: str,
+    budget: int,
+    rounds: int,
+    *,
+    router: Callable[[BlockProvider], Router] | None = None,
 ) -> tuple[set[str], str | None]:
+    """The turns a `pagedctx run` session shows at its end (baseline roles; `router`, when given,
+    makes the Router from the session's blocks: a model-backed one, bench/locomo.py --router-profile)."""
     clock = _Clock(conversation.turns[-1].timestamp + timedelta(hours=1))
     prepared = prepare(
         SessionInputs(dialogues=(path,)),
@@ -175,6 +186,7 @@ def ours(
         clock=clock,
         block_roots=list(prepared.roots),
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
+        router_role=router(prepared.blocks) if router is not None else None,
     )
     request = SessionRequest(
         session=conversation.id, intent=question, budget=Budget(total=budget), max_rounds=rounds

@@ -23,6 +23,9 @@ Selectors, each within the budget B of the whole prompt:
   XML is counted: the rendering's share of any gain shows as the gap between bm25 and bm25-markup;
 - ours: `pagedctx run --dialogue FILE --intent QUESTION --budget B` (the same functions, the
   baseline roles, in process), the final XML counted whole; a turn counts when `shows` lists it.
+- ours-model (with `--router-profile P`): the same session with the Router on profile P's router
+  model (`--router-profile cpu`: SmolLM2-135M on llama.cpp, started here and stopped at the end;
+  issue 32), the other roles baseline; its model calls, faults and seconds are printed too.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -132,9 +137,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--mirror", type=Path, default=None)
     parser.add_argument("--only", default="", help="comma-separated selectors (default: all)")
+    parser.add_argument(
+        "--router-profile", default=None, help="adds ours-model: the Router on this profile's model"
+    )
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     selectors = [s for s in SELECTORS if not args.only or s in args.only.split(",")]
+    model_router, usage = None, None
+    if args.router_profile:
+        model_router, usage = _model_router(args.router_profile)
+        selectors.append("ours-model")
     samples = load(args.mirror)
     chosen = [
         s for s in samples
@@ -152,15 +164,9 @@ def main() -> None:
                 for budget in budgets:
                     for name in selectors:
                         started = time.perf_counter()
-                        if name == "recent":
-                            shown = recent(conversation.turns, budget)
-                        elif name == "bm25":
-                            ranked = bm25_ranking(conversation.turns, question.text)
-                            shown = _fit_texts(conversation.turns, ranked, budget)
-                        elif name == "bm25-markup":
-                            shown = bm25_markup(conversation.turns, question.text, budget, now)
-                        else:
-                            shown, _ = ours(path, conversation, question.text, budget, args.rounds)
+                        shown = _shown(
+                            name, conversation, question, budget, (path, now, args.rounds, model_router)
+                        )
                         seconds[name] += time.perf_counter() - started
                         value = sum(e in shown for e in question.evidence) / len(question.evidence)
                         recall[(name, budget)].append(value)
@@ -185,7 +191,59 @@ def main() -> None:
             if values and values[0]:
                 cells = " / ".join(f"{np.mean(v):.2f}" for v in values)
                 print(f"  {number} {kind:12s} ({len(values[0])}) {cells}")
+    if usage is not None:
+        print(f"\nrouter model ({args.router_profile}): {usage()}")
     print(f"\nrun at {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+
+
+def _shown(
+    name: str, conversation: Conversation, question: Question, budget: int, session: tuple[Any, ...]
+) -> set[str]:
+    """The turns selector `name` shows for `question` within `budget`."""
+    path, now, rounds, model_router = session
+    if name == "recent":
+        return recent(conversation.turns, budget)
+    if name == "bm25":
+        return _fit_texts(conversation.turns, bm25_ranking(conversation.turns, question.text), budget)
+    if name == "bm25-markup":
+        return bm25_markup(conversation.turns, question.text, budget, now)
+    router = model_router if name == "ours-model" else None
+    return ours(path, conversation, question.text, budget, rounds, router=router)[0]
+
+
+def _model_router(profile: str) -> tuple[Any, Callable[[], str]]:
+    """A factory of Routers on `profile`'s router model (its server started now, stopped at exit),
+    and a line saying what its calls cost."""
+    from pagedctx._app import router_spec
+    from pagedctx.config import load_config
+    from pagedctx.host.models.factory import build_backend
+    from pagedctx.host.models.runner import ModelModuleRunner
+    from pagedctx.host.roles.model_backed import ModelRouter
+    from pagedctx.host.roles.transport import LocalRouter
+    from pagedctx.host.text.expanded_search import ExpandedSearch
+
+    spec = router_spec(load_config(profile=profile).models)
+    runner = ModelModuleRunner(build_backend(spec), counter=COUNTER)
+    faults: list[str] = []
+
+    class Counted(ModelRouter):
+        def plan(self, state: Any, request: Any) -> Any:
+            try:
+                return super().plan(state, request)
+            except Exception as exc:
+                faults.append(type(exc).__name__)
+                raise
+
+    def make(blocks: Any) -> Any:
+        return Counted(runner, LocalRouter(ExpandedSearch(), blocks, None))
+
+    def usage() -> str:
+        used = runner.usage
+        kinds = ", ".join(sorted(set(faults)))
+        return (f"{runner.backend.name}: {used.attempts} attempts, {used.prompt_tokens} prompt and "
+                f"{used.completion_tokens} completion tokens, {len(faults)} faults ({kinds})")  # fmt: skip
+
+    return make, usage
 
 
 def _fit_texts(turns: list[Turn], ranked: list[str], budget: int) -> set[str]:
