@@ -253,8 +253,9 @@ def main() -> None:
     parser.add_argument("--budgets", nargs="+", type=int, default=[2000, 4000])
     parser.add_argument("--max-rounds", type=int, default=3)
     parser.add_argument("--show", action="store_true", help="print each call's first violation")
+    parser.add_argument("--profile", default="cpu", help="cpu, or a copy of it (other ports, threads)")
     args = parser.parse_args()
-    config = load_config(profile="cpu")
+    config = load_config(profile=args.profile)
     plan = llama_plan(config.models)
     assert plan is not None
     starts = start_each(plan, args.models)

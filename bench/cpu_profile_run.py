@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2, help="evolve rounds")
     parser.add_argument("--max-rounds", type=int, default=3, help="run rounds")
+    parser.add_argument("--profile", default="cpu", help="cpu, or a copy of it (other ports, threads)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -85,28 +86,29 @@ def main() -> None:
         repo = write_repo(folder / "repo")
         env = {**os.environ, "PAGEDCTX_HOME": str(folder / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         env.setdefault("RAY_AUTH_MODE", "disabled")
-        for profile in ("local", "cpu"):
+        for profile in ("local", args.profile):
+            tag = Path(profile).stem
             run = [sys.executable, "-m", "pagedctx", "run", "--profile", profile, "--repo", str(repo),
                    "--intent", INTENT, "--budget", str(args.budget), "--max-rounds", str(args.max_rounds),
                    "--format", "json", "--runtime", "inproc", "--now", NOW]  # fmt: skip
             seconds, peak, code, out = measured(run, env)
             contract = json.loads(out) if code == 0 else {}
             what = f"{contract.get('rounds', '-')} rounds, {contract.get('tokens', '-')} tokens"
-            rows.append(("run", profile, seconds, peak, code, what))
-            project = calc_project(folder / f"evolve-{profile}")
-            task = write_task(folder / f"task-{profile}.json")
+            rows.append(("run", tag, seconds, peak, code, what))
+            project = calc_project(folder / f"evolve-{tag}")
+            task = write_task(folder / f"task-{tag}.json")
             evolve = [sys.executable, "-m", "pagedctx", "evolve", "--profile", profile,
                       "--repo", str(project), "--task", str(task), "--rounds", str(args.rounds),
                       "--budget", str(args.budget),
-                      "--session", f"bench-{profile}", "--now", NOW]  # fmt: skip
+                      "--session", f"bench-{tag}", "--now", NOW]  # fmt: skip
             seconds, peak, code, _ = measured(evolve, env)
             shown = subprocess.run(
-                [sys.executable, "-m", "pagedctx", "evolve", "show", f"bench-{profile}", "--json"],
+                [sys.executable, "-m", "pagedctx", "evolve", "show", f"bench-{tag}", "--json"],
                 env=env, capture_output=True, text=True, check=False,
             )  # fmt: skip
             attempts = json.loads(shown.stdout)["attempts"] if shown.returncode == 0 else []
             what = ", ".join(f"{a['status']} {a['reason_code'] or ''}".strip() for a in attempts) or "-"
-            rows.append((f"evolve {args.rounds} rounds", profile, seconds, peak, code, what))
+            rows.append((f"evolve {args.rounds} rounds", tag, seconds, peak, code, what))
     print(f"cpu profile end to end, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, budget {args.budget}\n")
     print("| command | profile | wall s | peak MiB (tree) | exit | outcome |")
     print("|---|---|---|---|---|---|")

@@ -29,32 +29,14 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 DATA = Path(__file__).parent / "data"
 
 
-# Under `pytest -n 2 --dist loadgroup` (pytest-xdist; .ci/run's slow suite) the tests of a group
-# run one after another on one worker: the ones starting Ray clusters (two at once on two cores
-# only slow each other past their timeouts) and the cpu profile's (its servers' fixed ports).
-XDIST_GROUPS = {
-    "ray": {
-        "test_actor_block_refs.py", "test_actors.py", "test_ray_lifecycle.py", "test_ray_watchdog.py",
-        "test_replay.py", "test_replay_crash.py", "test_serve_bundle.py", "test_serve_integrity.py",
-        "test_serve_llm.py", "test_serve_ray.py", "test_session_atomic.py",
-    },
-    "llama": {"test_cpu_profile.py"},
-}  # fmt: skip
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests of the evidence harness need its sandbox (bubblewrap): they skip without one locally
-    and fail under CI=true, where .ci/run installs it (issue 31; AGENTS.md). Tests sharing a
-    machine-wide resource are grouped for pytest-xdist (XDIST_GROUPS)."""
+    and fail under CI=true, where .ci/run installs it (issue 31; AGENTS.md)."""
     from system_needs import SANDBOX_MODULES, needs_sandbox
 
-    groups = {module: group for group, modules in XDIST_GROUPS.items() for module in modules}
     for item in items:
         if item.path.name in SANDBOX_MODULES:
             item.add_marker(needs_sandbox)
-        if item.path.name in groups:
-            item.add_marker(pytest.mark.xdist_group(groups[item.path.name]))
 
 
 @pytest.fixture(autouse=True)
