@@ -229,6 +229,39 @@ def test_run_with_the_profile_starts_only_the_servers_its_roles_reach(tmp_path: 
     assert owned_servers() == [] and answering_models(ports["main"]) is None
 
 
+def test_the_session_door_and_a_replay_counterfactual_start_what_their_roles_reach(tmp_path: Path) -> None:
+    """P15/D1: `pagedctx.Session.open(profile=...)` (what `mcp` and serve's replicas open) has its
+    Worker's server answering, started by it; `replay BUNDLE --profile P` (a counterfactual with
+    the profile's roles) has the servers of P's roles answering and runs on them."""
+    from pagedctx.session import Session
+
+    ports = {"small": free_port(), "main": free_port()}
+    profile = stand_in_profile(tmp_path, ports, {"worker": "main"})
+    with Session.open(
+        store=f"sqlite:///{tmp_path / 'd.db'}", profile=str(profile), session_id="s"
+    ) as session:
+        session.add_turn("user", "Staging listens on port 9090.")
+        assert session.ask("which port does staging listen on?", budget=1500).answer == "port 9090"
+        assert [r.name for r in owned_servers()] == ["main"]
+    stop_servers()
+    bundle = tmp_path / "bundle"
+    dialogue = tmp_path / "d.jsonl"
+    turn = {"id": "t3", "speaker": "alice", "text": "Staging listens on port 9090.",
+            "timestamp": "2025-03-02T08:00:00Z"}  # fmt: skip
+    dialogue.write_text(json.dumps(turn) + "\n")
+    recorded = CliRunner().invoke(
+        app, ["run", "--intent", "staging port", "--dialogue", str(dialogue), "--bundle", str(bundle)],
+    )  # fmt: skip
+    assert recorded.exit_code == 0, recorded.stderr
+    assert owned_servers() == []  # baseline roles: no server
+    replayed = CliRunner().invoke(
+        app, ["replay", str(bundle), "--profile", str(profile), "--executor", "processes"]
+    )
+    assert replayed.exit_code in (0, 1), replayed.stderr  # 1: the counterfactual differs, said so
+    assert json.loads(replayed.stdout.splitlines()[-1])["mode"] == "counterfactual"
+    assert [r.name for r in owned_servers()] == ["main"]
+
+
 KEEPER = textwrap.dedent(
     """
     import os, sys, time
