@@ -126,6 +126,7 @@ def test_baseline_generator_is_refused_plainly(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["evolve", "--repo", str(repo), "--task", str(task)])
     assert result.exit_code == 2
     assert "needs a model role for the generator" in result.output
+    assert "--profile cpu" in result.output  # issue 32: the way to try it without a GPU
     assert "models.roles.generator" in result.output
 
 

@@ -72,8 +72,10 @@ class ModuleGenerator:
         if spec.backend == "baseline":
             raise UsageError(
                 "evolve needs a model role for the generator: the baseline policy writes no code. "
-                "Set models.roles.generator in a profile (e.g. {backend: openai, model: ..., base_url: "
-                "...}, or a GPU profile), or replay recorded calls with --replay FILE (docs/evolve.md)"
+                "Without a GPU, `--profile cpu` runs it on a small model on this machine (pip install "
+                "'pagedctx[cpu]'); else set models.roles.generator in a profile (e.g. {backend: openai, "
+                "model: ..., base_url: ...}, or a GPU profile), or replay recorded calls with --replay "
+                "FILE (docs/evolve.md)"
             )
         return cls(build_backend(spec), policy=spec.policy, counter=counter, modules_root=modules_root)
 
