@@ -376,6 +376,14 @@ def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
     assert result.rounds[0].faults and result.rounds[0].faults[0].startswith("SCHEMA_VIOLATION")
     assert any(s.action == "Fault" and s.target == "router" for s in result.steps)
     assert len(result.rounds) >= 2 and calls[:3] == ["router"] * 3
+    # the failed round still shows what the baseline recalls (issue 32: a small Router model that
+    # declined every LoCoMo question left every context empty)
+    alone = run_session(
+        prepared.state,
+        SessionRequest(session="b", intent="staging port", budget=Budget(total=2500), max_rounds=1),
+        SessionParts(blocks=prepared.blocks, counter=counter, clock=clock, worker=worker),
+    )
+    assert result.rounds[0].tokens == alone.rounds[0].tokens  # the same context as the baseline plan
 
 
 def test_cli_records_model_calls_and_replays_them(inputs: SessionInputs, tmp_path: Path) -> None:

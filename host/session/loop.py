@@ -394,6 +394,18 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
     return acted
 
 
+def _router_fallback(router: Router, state: SessionState, asked: PlanRequest) -> RouterPlan:
+    """The plan of a round whose Router model failed: the baseline's own recall (stage one of a
+    model Router), named `baseline (router fault)` in the trace; no reveal without one. A small
+    model that declines or breaks its contract then costs its call, never the context (LoCoMo dev
+    at 2k with SmolLM2-135M as the Router: recall 0.00 before, every question a fault)."""
+    local = getattr(router, "local", None)
+    if isinstance(local, LocalRouter):
+        base = local.plan(state, asked)
+        return base.model_copy(update={"policy": f"{base.policy} (router fault)"})
+    return RouterPlan(intent_focus=asked.intent.text, keywords=(), policy="fault")
+
+
 def _submit_merge(
     state: SessionState, focus: frozenset[str], parts: SessionParts, intent: str
 ) -> Pending | None:
@@ -475,11 +487,11 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
                 if request.route
                 else RouterPlan(intent_focus=intent.text, keywords=(), policy="none")
             )
-        except (EnvelopeViolation, BackendError) as failure:  # a router model: a fault step, no reveals
-            plan = RouterPlan(intent_focus=intent.text, keywords=(), policy="fault")
-            refused = _worker_fault(state, failure, target="router")
+        except (EnvelopeViolation, BackendError) as failure:  # a router model: a fault step, then
+            refused = _worker_fault(state, failure, target="router")  # the baseline's recall stands in
             boundary.extend(refused.steps)
             router_faults.extend(refused.faults)
+            plan = _router_fallback(router, state, asked)
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
