@@ -68,7 +68,7 @@ def build_router(
     local = LocalRouter(blocks=blocks, memory=memory)
     if spec.backend == "baseline":
         return local
-    return ModelRouter(ModelModuleRunner(build_backend(spec)), local)
+    return ModelRouter(ModelModuleRunner(build_backend(spec)), local, offered=spec.offered)
 
 
 def _reconstructed() -> bool:

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 from pages_factory import said
+from pydantic import ValidationError
 from system_needs import needs_wordnet
 
-from pagedctx.errors import BackendError, EnvelopeViolation
+from pagedctx.host.models.factory import RoleSpec
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.roles.model_backed import ModelRouter
@@ -110,14 +111,15 @@ def test_a_router_model_decides_hot_and_indexed_among_what_was_recalled() -> Non
     assert set(offered) <= set(state.pages) and "00000002" in offered
     wrong = ScriptedBackend([router_answer(["deadbeef"], [])] * 2)
     stray = ModelRouter(ModelModuleRunner(wrong), router.local)
-    with pytest.raises(EnvelopeViolation, match="not offered"):
-        stray.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))
+    refused = stray.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))
+    assert "not offered" in str(refused.fault) and refused.policy == "baseline (router fault)"
     assert wrong.requests[1].attempt == 2 and "deadbeef" in wrong.requests[1].user
 
 
-def test_a_router_model_that_declines_is_a_backend_error_never_a_crash() -> None:
-    """Issue 32 (P8, M2): a valid failure envelope from the router model (a decline) raises the
-    BackendError the loop turns into a fault step; it was a KeyError ('data') and a traceback."""
+def test_a_router_model_that_declines_leaves_the_baseline_plan_and_its_fault_never_a_crash() -> None:
+    """Issue 32 (P8, M2): a valid failure envelope from the router model (a decline) gives stage
+    one's own plan, named `baseline (router fault)`, with the fault the loop records as a step; it
+    was a KeyError ('data') and a traceback, then a round that revealed nothing."""
     state = turns("The car needs new tyres before winter.", "I sold the old car and got a Volvo instead.")
     decline = json.dumps(
         {
@@ -128,5 +130,31 @@ def test_a_router_model_that_declines_is_a_backend_error_never_a_crash() -> None
     )
     router = ModelRouter(ModelModuleRunner(ScriptedBackend([decline])), LocalRouter())
     router.sync([], list(state.pages.values()))
-    with pytest.raises(BackendError, match="declined: NEEDS_CLARIFICATION: which car"):
-        router.plan(state, PlanRequest(intent=Intent.of("which car do I drive")))
+    asked = PlanRequest(intent=Intent.of("which car do I drive"))
+    plan = router.plan(state, asked)
+    assert plan.fault is not None and plan.fault.startswith("BACKEND_ERROR: ")
+    assert "declined: NEEDS_CLARIFICATION: which car" in plan.fault
+    base = router.local.plan(state, asked)
+    assert plan.policy == f"{base.policy} (router fault)" and plan.policy == "baseline (router fault)"
+    assert plan.model_copy(update={"policy": base.policy, "fault": None}) == base
+
+
+def test_a_router_model_is_offered_only_as_many_pages_as_its_role_says() -> None:
+    """Issue 32: `offered` in a role spec bounds the recalled pages a router model reads (a 135M
+    model on one CPU thread reads a 4,000-token prompt for a minute); the best-recalled come first."""
+    state = turns(
+        "The car needs new tyres before winter.",
+        "I sold the old car and got a Volvo instead.",
+        "Lunch at the ramen place on Friday?",
+    )
+    backend = ScriptedBackend([router_answer(["00000002"], [])])
+    router = ModelRouter(ModelModuleRunner(backend), LocalRouter(), offered=1)
+    router.sync([], list(state.pages.values()))
+    asked = PlanRequest(intent=Intent.of("which car do I drive now, the Volvo"))
+    best = next(iter(router.local.plan(state, asked).relevance))
+    router.plan(state, asked)
+    offered = [page["id"] for page in json.loads(backend.requests[0].user)["pages"]]
+    assert offered == [best]
+    assert RoleSpec(backend="openai", model="m", offered=3).offered == 3
+    with pytest.raises(ValidationError):
+        RoleSpec(backend="openai", model="m", offered=0)

@@ -47,6 +47,11 @@ class RoleSpec(BaseModel):
     timeout: float | None = Field(
         default=None, gt=0, description="seconds one call may take (a CPU model reading a long prompt)"
     )
+    offered: int = Field(
+        default=40,
+        ge=1,
+        description="router: recalled pages offered to the model (a small CPU model reads a shorter prompt)",
+    )
     structured: StructuredOutput = Field(
         default="json_schema",
         description="how the server constrains output (openai backend): json_schema (OpenAI, vLLM), "

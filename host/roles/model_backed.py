@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pagedctx.errors import BackendError, EnvelopeViolation
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.roles.router import BlockPick, RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest
@@ -90,23 +91,26 @@ class ModelConsolidator(_ModelRole):
         return str(data["summary"]), tuple(str(k) for k in data["keywords"])
 
 
-MAX_OFFERED = 40  # recalled pages offered to a router model
-
-
 class ModelRouter(_ModelRole):
     """P8 on a model: the baseline recalls (stage one); the `router` module decides Hot / Indexed and
-    which block drafts to make, among what was offered (an id not offered is a violation)."""
+    which block drafts to make, among what was offered (an id not offered is a violation).
 
-    def __init__(self, runner: ModelModuleRunner, local: LocalRouter) -> None:
+    A model that fails (declines, breaks its contract twice, a backend down) costs its call, never
+    the context: the plan is stage one's own, named `baseline (router fault)`, with the fault as
+    `CODE: cause` for the loop's fault step (LoCoMo dev at 2k with SmolLM2-135M as the Router:
+    recall 0.00 when a failed round revealed nothing, every question a fault)."""
+
+    def __init__(self, runner: ModelModuleRunner, local: LocalRouter, offered: int = 40) -> None:
         super().__init__(runner)
         self.local = local
+        self.offered = offered  # the best recalled pages the model is shown
 
     def sync(self, removed: Sequence[str], changed: Sequence[Page]) -> None:
         self.local.sync(removed, changed)
 
     def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
         base = self.local.plan(state, request)
-        offered = [pid for pid in base.relevance if pid in state.pages][:MAX_OFFERED]
+        offered = [pid for pid in base.relevance if pid in state.pages][: self.offered]
         blocks = {pick.handle: pick for pick in base.pblocks}
         max_hot = request.config.max_hot if request.config.max_hot is not None else 6
         payload = {
@@ -128,7 +132,12 @@ class ModelRouter(_ModelRole):
             message = f"ids that were not offered: {', '.join(map(str, unknown[:8]))}"
             return [Violation(path="$.data", rule="payload.ids_offered", message=message)]
 
-        data = self.runner.run("router", payload, check=only_offered)  # a decline: BackendError
+        try:
+            data = self.runner.run("router", payload, check=only_offered)
+        except (EnvelopeViolation, BackendError) as failure:
+            code = failure.code if isinstance(failure, EnvelopeViolation) else "BACKEND_ERROR"
+            fallback = f"{base.policy} (router fault)"
+            return base.model_copy(update={"policy": fallback, "fault": f"{code}: {failure.message}"})
         picks = tuple(
             BlockPick(handle=c["handle"], relevance=float(c["relevance"]), view=c["view"])
             for c in data["pblocks"]

@@ -108,6 +108,10 @@ class RouterPlan(BaseModel):
     relevance: dict[str, float] = Field(default_factory=dict, description="page id -> relevance in [0, 1]")
     pblocks: tuple[BlockPick, ...] = ()
     memory: tuple[MemoryItem, ...] = ()
+    fault: str | None = Field(
+        default=None,
+        description="`CODE: cause`: a Router model failed; this plan is the baseline's recall standing in",
+    )
 
 
 def focus_words(intent: Intent, head: str = "", head_terms: int = 6) -> list[str]:

@@ -43,6 +43,7 @@ from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.sentry import is_pivot
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
 from pagedctx.host.text.expanded_search import ExpandedSearch
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Origin, OriginalPage, SessionState, View, is_visible
 from pagedctx.pages.exchange import evict
@@ -394,16 +395,26 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
     return acted
 
 
-def _router_fallback(router: Router, state: SessionState, asked: PlanRequest) -> RouterPlan:
-    """The plan of a round whose Router model failed: the baseline's own recall (stage one of a
-    model Router), named `baseline (router fault)` in the trace; no reveal without one. A small
-    model that declines or breaks its contract then costs its call, never the context (LoCoMo dev
-    at 2k with SmolLM2-135M as the Router: recall 0.00 before, every question a fault)."""
-    local = getattr(router, "local", None)
-    if isinstance(local, LocalRouter):
-        base = local.plan(state, asked)
-        return base.model_copy(update={"policy": f"{base.policy} (router fault)"})
-    return RouterPlan(intent_focus=asked.intent.text, keywords=(), policy="fault")
+def _unrouted(intent: Intent) -> RouterPlan:
+    return RouterPlan(intent_focus=intent.text, keywords=(), policy="none")
+
+
+def _plan(
+    router: Router, state: SessionState, asked: PlanRequest, steps: list[TraceStep], faults: list[str]
+) -> RouterPlan:
+    """The round's plan. A Router model that failed planned with the baseline's recall and says so
+    in `plan.fault` (a fault step here); a router that raised, a round without reveals (P8, M3)."""
+    try:
+        plan = router.plan(state, asked)
+    except (EnvelopeViolation, BackendError) as failure:
+        refused = _worker_fault(state, failure, target="router")
+        steps.extend(refused.steps)
+        faults.extend(refused.faults)
+        return RouterPlan(intent_focus=asked.intent.text, keywords=(), policy="fault")
+    if plan.fault is not None:
+        steps.append(TraceStep(action="Fault", target="router", reason=plan.fault[:500], status="fault"))
+        faults.append(plan.fault)
+    return plan
 
 
 def _submit_merge(
@@ -481,17 +492,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
             config=router_config,
             proposed=frozenset(proposed),
         )
-        try:
-            plan = (
-                router.plan(state, asked)
-                if request.route
-                else RouterPlan(intent_focus=intent.text, keywords=(), policy="none")
-            )
-        except (EnvelopeViolation, BackendError) as failure:  # a router model: a fault step, then
-            refused = _worker_fault(state, failure, target="router")  # the baseline's recall stands in
-            boundary.extend(refused.steps)
-            router_faults.extend(refused.faults)
-            plan = _router_fallback(router, state, asked)
+        plan = _plan(router, state, asked, boundary, router_faults) if request.route else _unrouted(intent)
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
