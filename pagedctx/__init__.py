@@ -9,13 +9,9 @@ stay fast; every name in `__all__` resolves (a test pins the list).
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
-from pagedctx._source_tree import install as _install_source_tree
 from pagedctx._version import __version__
-
-_install_source_tree(Path(__file__).parent)
 
 _EXPORTS: dict[str, str] = {
     "BackendError": "pagedctx.errors",

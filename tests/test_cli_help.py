@@ -83,7 +83,7 @@ _MENTION = re.compile(r"(?:`|^)pagedctx ((?:[a-z][a-z-]*)(?: (?:[a-z][a-z-]*|\.\
 
 
 def _mentions() -> Iterator[tuple[str, list[str]]]:
-    sources = sorted((ROOT / "configs" / "profiles").glob("*.yaml"))
+    sources = sorted((ROOT / "pagedctx" / "configs" / "profiles").glob("*.yaml"))
     sources += [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     for source in sources:
         for words in _MENTION.findall(source.read_text(encoding="utf-8")):

@@ -25,7 +25,7 @@ from pagedctx.host.select.policy import ModelSelectionPolicy
 from pagedctx.host.select.selection import Candidate
 from pagedctx.protocol.envelope import FailureEnvelope, SuccessEnvelope, Violation
 
-SOURCE_ROOT = Path(__file__).resolve().parents[1] / "configs" / "modules"
+SOURCE_ROOT = Path(__file__).resolve().parents[1] / "pagedctx" / "configs" / "modules"
 SELECT_MODULES = ["router_select", "negative_select"]
 META = {"confidence": 0.8, "risk": "low", "explain": "selected"}
 
