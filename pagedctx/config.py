@@ -13,27 +13,145 @@ Precedence, lowest first (STYLE.md "Configuration"):
 key: a profile that sets `budget_shares: {code: 0.3}` keeps the packaged values of the others.
 `Config.make_budget` is the one place a `Budget` is made from the configuration.
 
+The sections are typed and validated once, here: `models` (`ModelsSettings`: the roles' specs, the
+llama.cpp servers of the cpu profile, the vLLM deployments of the GPU profiles), `ray`
+(`RaySettings`: each role's actor placement), `serve` (`ServeSettings`: `pagedctx serve`), `edit`
+(`EditSettings`: the formatters run after an edit).
+
 Every failure is a ConfigError naming the source (file, variable, flag) and the fix.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pagedctx.actors.llama_server import LlamaPlan
+from pagedctx.actors.serve_llm import ServePlan
 from pagedctx.errors import ConfigError, UsageError
+from pagedctx.host.models.spec import SESSION_ROLES, RoleSpecs
 from pagedctx.protocol.budget import Budget, BudgetShares
 from pagedctx.protocol.strict_yaml import YamlError, load_yaml
 from pagedctx.protocol.tokens import DEFAULT_TOKENIZER
 
-__all__ = ["ENV_PREFIX", "Config", "available_profiles", "load_config"]
+__all__ = [
+    "ENV_PREFIX",
+    "ActorSettings",
+    "Config",
+    "EditSettings",
+    "ModelsSettings",
+    "RaySettings",
+    "ServeSettings",
+    "available_profiles",
+    "is_loopback",
+    "load_config",
+]
 
 ENV_PREFIX = "PAGEDCTX_"
+
+
+class ModelsSettings(BaseModel):
+    """`models:`: who plays each role, and the model servers a profile runs itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    roles: RoleSpecs = Field(default_factory=RoleSpecs)
+    llama_cpp: LlamaPlan | None = Field(default=None, description="the cpu profile's llama.cpp servers")
+    serve: ServePlan | None = Field(default=None, description="the GPU profiles' vLLM deployments")
+
+
+class ActorSettings(BaseModel):
+    """Placement and fault tolerance of one role's Ray actor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_cpus: float = Field(default=0.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0)
+    max_restarts: int = Field(default=3, ge=-1)
+    max_task_retries: int = Field(default=2, ge=-1)
+
+
+class RaySettings(BaseModel):
+    """`ray:`: the actors of the three session roles (`ray.actors.<role>`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    actors: dict[str, ActorSettings] = Field(default_factory=dict)
+
+    @field_validator("actors", mode="before")
+    @classmethod
+    def _known_roles(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for role in value:
+                if role not in SESSION_ROLES:
+                    known = ", ".join(SESSION_ROLES)
+                    raise ValueError(f"ray.actors names an unknown role {role!r}; use {known}")
+            return {role: settings if settings is not None else {} for role, settings in value.items()}
+        return value
+
+
+Command = tuple[str, ...]
+
+
+class EditSettings(BaseModel):
+    """`edit:`: `formatters` maps a language to the commands run after an edit, each a list of words
+    with `{file}` (None: the packaged defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    formatters: dict[str, tuple[Command, ...]] | None = None
+
+    @field_validator("formatters")
+    @classmethod
+    def _non_empty_commands(
+        cls, value: dict[str, tuple[Command, ...]] | None
+    ) -> dict[str, tuple[Command, ...]] | None:
+        if value is not None and any(not command for commands in value.values() for command in commands):
+            raise ValueError("each command is a non-empty list of words with {file}")
+        return value
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ServeSettings(BaseModel):
+    """`serve:`: a chat server's settings (`pagedctx serve`; pagedctx/serve/settings.py adds the
+    flags and tokens); `profile`/`store` name the sessions' home."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str | None = None
+    store: str | None = None
+    budget: int | None = Field(default=None, gt=0, description="context budget (default: the profile's)")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    replicas: int = Field(default=1, ge=1, le=64)
+    tokens: tuple[str, ...] = ()
+    source_roots: tuple[Path, ...] = ()
+    max_body_bytes: int = Field(default=8 << 20, ge=1024)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    max_messages: int = Field(default=10_000, ge=1)
+    requests_per_minute: int = Field(default=600, ge=1)
+    max_rounds: int = Field(default=6, ge=1, le=64)
+    lock_wait_seconds: float = Field(default=60.0, ge=0, le=3600)
+    trace: bool = True
+    bundles: Path | None = Field(
+        default=None,
+        description="a folder where each session records itself as a replay bundle ({tenant}.{id}/)",
+    )
 
 
 class Config(BaseModel):
@@ -56,14 +174,10 @@ class Config(BaseModel):
     )
     runtime: Literal["auto", "ray", "inproc"] = "auto"
     modules_dir: Path | None = None
-    models: dict[str, Any] = Field(default_factory=dict)
-    ray: dict[str, Any] = Field(default_factory=dict)
-    serve: dict[str, Any] = Field(
-        default_factory=dict, description="`pagedctx serve` settings (pagedctx/serve/settings.py)"
-    )
-    edit: dict[str, Any] = Field(
-        default_factory=dict, description="edit.formatters: language -> commands ({file}) run after an edit"
-    )
+    models: ModelsSettings = Field(default_factory=ModelsSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    edit: EditSettings = Field(default_factory=EditSettings)
 
     @property
     def store_url(self) -> str:

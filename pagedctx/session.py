@@ -48,6 +48,7 @@ from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
     from pagedctx.config import Config
+    from pagedctx.engine import Engine
     from pagedctx.host.records.bundle import BundleRecorder, BundleStep
     from pagedctx.host.records.trace import TraceSink
     from pagedctx.protocol.budget import Budget
@@ -125,30 +126,35 @@ class _Last(BaseModel):
 class Session:
     """A PCP session, created or resumed by id from a store (see the module docstring).
 
-    Build it with `Session.open(...)`; use it as a context manager, or call `close()`.
+    Build it with `Session.open(...)`, or `Session(engine, session_id)` on an `Engine` a face
+    made once; use it as a context manager, or call `close()`.
     """
 
     def __init__(
         self,
+        engine: Engine,
+        session_id: str | None = None,
         *,
-        config: Any,
-        store: Any,
-        session_id: str,
-        clock: Callable[[], datetime],
-        specs: Any,
         keep_trace: bool = False,
         bundle: BundleRecorder | None = None,
     ) -> None:
         from pagedctx.host.records.registry import SessionRegistry
 
-        self._config = config
-        self._store = store
-        self._clock = clock
+        chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
+        if not chosen or "/" in chosen or len(chosen) > 128:
+            raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
+        if bundle is not None:
+            from pagedctx.host.records.bundle import RecordingClock
+
+            engine = engine.with_clock(RecordingClock(engine.clock))
+        self._engine = engine
+        self._config = engine.config
+        self._store = engine.open_store()
+        self._clock = engine.clock
         self._bundle = bundle
-        self._specs = specs
         self._keep_trace = keep_trace
-        self.id = session_id
-        self._registry = SessionRegistry(store, session_id)
+        self.id = chosen
+        self._registry = SessionRegistry(self._store, chosen)
         self._record = self._load_record()
         self._closed = False
         self._held: list[_HeldStep] | None = None  # bundle steps of an `atomic()` block, until it commits
@@ -164,13 +170,14 @@ class Session:
         runtime: str | None = None,
         clock: Callable[[], datetime] | None = None,
         *,
-        budget: int | None = None,
+        budget: int | str | None = None,
         record: str | Path | None = None,
         replay: str | Path | None = None,
         config: Config | None = None,
         keep_trace: bool = False,
         bundle: str | Path | None = None,
         bundle_sources: bool = False,
+        engine: Engine | None = None,
     ) -> Session:
         """Create a session, or resume the one named `session_id` from the store.
 
@@ -182,51 +189,41 @@ class Session:
         (`trace_lines()`), for sessions that have no file of their own. `bundle`: a folder the
         session records itself in as a replay bundle (new, or this session's bundle, which goes
         on; host/records/bundle.py), the model calls included; `bundle_sources`: copy the
-        indexed source files into it too, so it replays on another machine.
+        indexed source files into it too, so it replays on another machine. `engine`: the engine
+        a face made once (no profile or config then; store, budget, runtime and clock apply over it).
         """
-        from pagedctx._app import session_specs
-        from pagedctx.config import load_config
-        from pagedctx.host.store.url import open_store
+        from pagedctx.engine import Engine
 
-        overrides = {"store": store, "budget": budget, "runtime": runtime}
-        if config is None:
-            config = load_config(profile=profile, overrides=overrides)
-        elif profile is not None:
-            raise UsageError("Session.open: give a profile or a config, not both")
+        if sum(x is not None for x in (profile, config, engine)) > 1:
+            raise UsageError("Session.open: give a profile, a config or an engine, not two of them")
+        if bundle is not None and record is not None:
+            raise UsageError("Session.open: a bundle records the model calls itself; give one of them")
+        if engine is None:
+            engine = Engine.open(
+                profile, config=config, store=store, budget=budget, runtime=runtime, clock=clock
+            )
         else:
-            config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+            engine = engine.with_settings(store=store, budget=budget, runtime=runtime, clock=clock)
         chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        if not chosen or "/" in chosen or len(chosen) > 128:
-            raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
         recorder = None
-        the_clock = clock or (lambda: datetime.now(UTC))
         if bundle is not None:
-            from pagedctx.host.records.bundle import BundleRecorder, RecordingClock
+            from pagedctx.host.records.bundle import BundleRecorder
 
-            if record is not None:
-                raise UsageError("Session.open: a bundle records the model calls itself; give one of them")
+            if not chosen or "/" in chosen or len(chosen) > 128:
+                raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
             recorder = BundleRecorder.open(
                 Path(bundle),
                 session=chosen,
-                config=config.model_dump(mode="json", exclude={"store", "home"}),
+                config=engine.config.model_dump(mode="json", exclude={"store", "home"}),
                 copy_sources=bundle_sources,
             )
             record = recorder.calls
-            the_clock = RecordingClock(the_clock)
-        specs = session_specs(
-            config.models,
-            Path(record) if record is not None else None,
-            Path(replay) if replay is not None else None,
-        )
-        return cls(
-            config=config,
-            store=open_store(config.store_url),
-            session_id=chosen,
-            clock=the_clock,
-            specs=specs,
-            keep_trace=keep_trace,
-            bundle=recorder,
-        )
+        return cls(engine.with_calls(record, replay), chosen, keep_trace=keep_trace, bundle=recorder)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this session builds its roles, stores and budgets with."""
+        return self._engine
 
     def __enter__(self) -> Session:
         return self
@@ -554,9 +551,7 @@ class Session:
             raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
     def _counter(self) -> Any:
-        from pagedctx.protocol.tokens import token_counter
-
-        return token_counter(self._config.tokenizer)
+        return self._engine.counter
 
     # -- asking --------------------------------------------------------------------------------
 
@@ -609,7 +604,7 @@ class Session:
     def ask(
         self,
         intent: str,
-        budget: int | None = None,
+        budget: int | str | None = None,
         max_rounds: int | None = None,
         *,
         trace: str | Path | TraceSink | None = None,
@@ -617,7 +612,8 @@ class Session:
     ) -> SessionResult:
         """Run the rounds for `intent` until the Worker answers (or `max_rounds`, default 6).
 
-        `budget`: the total tokens of the rendered context (default: the profile's `budget`); it is
+        `budget`: the total tokens of the rendered context (4000, or '4k'; default: the profile's
+        `budget`); it is
         split by the profile's `budget_shares` (docs/run.md). `merges`: `inline` (default) folds
         the far field with the Consolidator during the rounds; `deferred` leaves it to a later
         `consolidate()` call, so the answer never waits for a merge (a server calls it after the
@@ -626,7 +622,7 @@ class Session:
         return self._ask(intent, budget, max_rounds, trace=trace, merges=merges)
 
     def look(
-        self, intent: str, budget: int | None = None, *, trace: str | Path | TraceSink | None = None
+        self, intent: str, budget: int | str | None = None, *, trace: str | Path | TraceSink | None = None
     ) -> SessionResult:
         """One round for `intent` in which the Router addresses pages and nobody acts: the context
         an agent that is itself the Worker starts from (then `zoom`). Counted as an ask, with no
@@ -636,7 +632,7 @@ class Session:
     def zoom(
         self,
         actions: Sequence[dict[str, Any]],
-        budget: int | None = None,
+        budget: int | str | None = None,
         *,
         trace: str | Path | TraceSink | None = None,
     ) -> SessionResult:
@@ -655,7 +651,7 @@ class Session:
     def _ask(
         self,
         intent: str,
-        budget: int | None,
+        budget: int | str | None,
         max_rounds: int | None,
         *,
         trace: str | Path | TraceSink | None,
@@ -665,18 +661,18 @@ class Session:
     ) -> SessionResult:
         """`ask`, `look` (`moves=()`: nobody acts) and `zoom` (`moves`: the agent's, on the latest
         intent, not a new ask)."""
-        from pagedctx._app import resolve_runtime
         from pagedctx.protocol.text import clean_text
 
         self._check_open()
-        chosen_budget = self._config.make_budget(budget)  # the one Budget of this ask, made here
+        chosen_budget = self._engine.budget(budget)  # the one Budget of this ask, made here
+        budget = chosen_budget.total if budget is not None else None  # as given, in tokens
         if max_rounds is not None and max_rounds < 1:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
         if merges not in ("inline", "deferred"):
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
         text = clean_text(intent)
         # The agent's own moves are the Worker's output of the round (in this process: no role acts).
-        runtime = resolve_runtime(self._config.runtime) if moves is None else "inproc"
+        runtime = self._engine.runtime() if moves is None else "inproc"
         given = (
             None
             if moves is None
@@ -725,7 +721,6 @@ class Session:
         moves: tuple[dict[str, Any], ...] | None = None,
         zoom: bool = False,
     ) -> None:
-        from pagedctx.host.ingest.index import Index
         from pagedctx.host.records.bundle import AskStep
 
         shown: dict[str, None] = {}
@@ -737,13 +732,13 @@ class Session:
             answer=out.answer if out is not None else None, shows=tuple(shown), error=error,
             moves=moves, zoom=zoom,
         )  # fmt: skip
-        index = Index(self._store, tokenizer=self._config.tokenizer) if self._record.repos else None
+        index = self._engine.index(self._store) if self._record.repos else None
         self._recorded(step, index=index)
 
     async def ask_async(
         self,
         intent: str,
-        budget: int | None = None,
+        budget: int | str | None = None,
         max_rounds: int | None = None,
         *,
         trace: str | Path | TraceSink | None = None,
@@ -761,14 +756,13 @@ class Session:
         the session's lock and only if its pages are still as they were (an ask that came in
         between wins; nothing is lost, the merge is simply not applied).
         """
-        from pagedctx.actors.roles import build_consolidator, end_session
         from pagedctx.host.roles.consolidation import Pending, in_process, merge_group
 
         self._check_open()
         last = self._load_last()
         if last is None or not last.merge_due:
             return 0
-        consolidator = build_consolidator(self._specs["consolidator"])
+        consolidator = self._engine.consolidator()
         submit = in_process(consolidator)
         focus = frozenset(last.focus)
         applied = 0
@@ -790,7 +784,7 @@ class Session:
                     done = last.model_copy(update={"merge_due": False})
                     self._store.set(self._key("last"), done.model_dump_json())
         finally:
-            end_session(consolidator)
+            self._engine.end(consolidator)
         return applied
 
     def _apply_pending(self, pending: Any) -> bool:
@@ -826,11 +820,10 @@ class Session:
         """One merge of a recorded `consolidate`, run again: the Consolidator folds `group` for
         `intent`; applied when `applied` (a merge an ask overtook was computed and dropped). True
         when it was applied. For replaying bundles (pagedctx/replay); a server calls `consolidate`."""
-        from pagedctx.actors.roles import build_consolidator, end_session
         from pagedctx.host.roles.consolidation import Pending, in_process
 
         self._check_open()
-        consolidator = build_consolidator(self._specs["consolidator"])
+        consolidator = self._engine.consolidator()
         try:
             snapshot = self._registry.load()
             missing = [p for p in group if p not in snapshot.pages]
@@ -839,7 +832,7 @@ class Session:
             pending = Pending.submit(snapshot, tuple(group), in_process(consolidator), intent)
             done = self._apply_pending(pending) if applied else False
         finally:
-            end_session(consolidator)
+            self._engine.end(consolidator)
         self._recorded_merge(group, intent, done)
         return done
 
@@ -876,8 +869,6 @@ class Session:
         worker_output: str | None = None,
         route: bool = True,
     ) -> tuple[Any, Any, Any]:
-        from pagedctx.actors.roles import build_consolidator, build_router, build_worker, end_session
-        from pagedctx.host.ingest.index import Index
         from pagedctx.host.records.memory import StoreMemory
         from pagedctx.host.roles.consolidation import in_process
         from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
@@ -895,19 +886,20 @@ class Session:
             budget=budget,
             counter=counter,
             now=self._clock(),
-            index=Index(self._store, tokenizer=self._config.tokenizer) if repos else None,
+            index=self._engine.index(self._store) if repos else None,
             dialogues=dialogues,
             documents=documents,
             state=state,
             paged=paged,
             select_code=any(r not in self._record.selected for r in self._record.repos),
         )
-        specs = self._specs
-        worker, consolidator = build_worker(specs["worker"]), build_consolidator(specs["consolidator"])
+        engine = self._engine
+        worker: Any = engine.worker()
+        consolidator = engine.consolidator()
         if worker_output is not None:  # the agent's moves (`look`, `zoom`): no role decides them
-            end_session(worker)
+            engine.end(worker)
             worker = _GivenWorker(worker_output)
-        router = build_router(specs["router"], prepared.blocks, StoreMemory(self._store))
+        router = engine.router(prepared.blocks, StoreMemory(self._store))
         parts = SessionParts(
             blocks=prepared.blocks,
             counter=counter,
@@ -925,7 +917,7 @@ class Session:
             intent=intent,
             budget=budget,
             max_rounds=max_rounds,
-            policy=specs["worker"].policy,
+            policy=engine.policy,
             history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
             route=route,
             instructions=self._config.instructions,
@@ -934,8 +926,7 @@ class Session:
             result = self._on_ray(prepared, parts, request, inline=inline)
         else:
             result = run_session(prepared.state, request, parts)
-            for role in (router, worker, consolidator):
-                end_session(role)
+            engine.end(router, worker, consolidator)
         return result, prepared, counter
 
     def _trace_sink(self, trace: str | Path | TraceSink | None, bundle: TraceSink | None = None) -> Any:
@@ -954,21 +945,9 @@ class Session:
 
     def _on_ray(self, prepared: Any, parts: Any, request: Any, *, inline: bool = True) -> Any:
         """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
-        from pagedctx._app import actor_options
-        from pagedctx.actors.cluster import ensure_ray, start_roles
         from pagedctx.host.session.loop import run_session
 
-        options = actor_options(self._config.ray)
-        ensure_ray()
-        roles = start_roles(
-            blocks=prepared.blocks,
-            router=self._specs["router"],
-            worker=self._specs["worker"],
-            consolidator=self._specs["consolidator"],
-            store_url=self._config.store_url,
-            session=request.session,
-            options=options,
-        )
+        roles = self._engine.ray_roles(prepared.blocks, request.session)
         try:
             parts.router_role, parts.worker = roles, roles.step
             parts.consolidate = roles.submit if inline else None
@@ -983,7 +962,7 @@ class Session:
     ) -> SessionResult:
         from pagedctx.host.records.report import session_contract
 
-        policy = self._specs["worker"].policy
+        policy = self._engine.policy
         contract = session_contract(
             result.state,
             policy=policy,
@@ -1036,7 +1015,7 @@ def run(
     repos: Sequence[str | Path] = (),
     dialogues: Sequence[str | Path] = (),
     docs: Sequence[str | Path] = (),
-    budget: int | None = None,
+    budget: int | str | None = None,
     max_rounds: int | None = None,
     profile: str | None = None,
     store: str | None = None,

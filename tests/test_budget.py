@@ -16,8 +16,8 @@ from sample_repo import write_repo
 from session_factory import T0, write_dialogue
 
 from pagedctx import Session
-from pagedctx._app import fixed_clock
 from pagedctx.config import Config, load_config
+from pagedctx.engine import fixed_clock
 from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.records.trace import TRACE_VERSION, read_trace
 from pagedctx.host.session import setup

@@ -36,7 +36,6 @@ from pagedctx.actors.llama_server import (
 from pagedctx.cli import app
 from pagedctx.config import load_config
 from pagedctx.errors import BackendError, ConfigError, UsageError
-from pagedctx.host.models.factory import RoleSpec
 
 
 @pytest.fixture(autouse=True)
@@ -193,14 +192,14 @@ def test_the_plan_reads_threads_ports_and_weights_strictly(tmp_path: Path) -> No
     assert servers_reached(plan, urls) == ["main"]
     with pytest.raises(ValueError, match="give `package` with `file` or `assemble: true`, or a `path`"):
         Weights(package="p", file="f", assemble=True, sha256="0" * 64)
-    broken = {**models, "llama_cpp": {"servers": {"main": {"alias": "m", "port": 1}}}}
+    broken = {"llama_cpp": {"servers": {"main": {"alias": "m", "port": 1}}}}
     with pytest.raises(ConfigError, match=r"models.llama_cpp: servers.main.weights: Field required"):
         llama_plan(broken)
     assert llama_plan({"roles": {}}) is None
 
 
 def test_run_with_the_profile_starts_only_the_servers_its_roles_reach(tmp_path: Path) -> None:
-    """P15/D1: the composition root (`_app.session_specs`) starts what the roles reach: `pagedctx
+    """P15/D1: the composition root (`Engine`) starts what the roles reach: `pagedctx
     run --profile` with the Worker on `main` starts `main` (and answers through it), never `small`;
     a replay of the same calls starts nothing."""
     ports = {"small": free_port(), "main": free_port()}
@@ -265,11 +264,10 @@ def test_the_session_door_and_a_replay_counterfactual_start_what_their_roles_rea
 KEEPER = textwrap.dedent(
     """
     import os, sys, time
-    from pagedctx._app import session_specs
     from pagedctx.actors.llama_server import owned_servers
-    from pagedctx.config import load_config
+    from pagedctx.engine import Engine
 
-    session_specs(load_config(profile=sys.argv[1]).models, None, None)
+    Engine.open(sys.argv[1]).serve_models()
     (server,) = owned_servers()
     stat = open(f"/proc/{server.process.pid}/stat").read().rsplit(")", 1)[1].split()
     print(server.process.pid, stat[19], flush=True)  # its pid and start time
@@ -345,14 +343,13 @@ def test_the_cpu_profile_puts_the_router_on_the_small_model_and_the_rest_on_the_
     """P15: the shipped `cpu` profile: two servers on 127.0.0.1, each model loaded once and shared by
     its roles (Router on the small one; Worker, Consolidator, generator on the main one), weights
     from installed packages with their sha256, constrained output, timeouts for CPU-long calls."""
-    from pagedctx._app import role_specs
     from pagedctx.host.models.factory import build_backend
 
     models = load_config(profile="cpu").models
     plan = llama_plan(models, environ={})
     assert plan is not None and plan.threads == 1 and set(plan.servers) == {"small", "main"}
     assert all(s.weights.package and len(s.weights.sha256) == 64 for s in plan.servers.values())
-    specs = {**role_specs(models), "generator": RoleSpec.model_validate(models["roles"]["generator"])}
+    specs = {**models.roles.session(), "generator": models.roles.generator}
     reached = {role: servers_reached(plan, [spec.base_url]) for role, spec in specs.items()}
     assert reached == {"router": ["small"], **{r: ["main"] for r in ("worker", "consolidator", "generator")}}
     for spec in specs.values():

@@ -28,8 +28,8 @@ def test_gpu_profiles_build_three_deployments_of_two_models(profile: str) -> Non
     )
     ids = [c["model_loading_config"]["model_id"] for c in (router, worker, consolidator)]
     assert len(set(ids)) == 3
-    roles = config.models["roles"]
-    assert {roles[r]["model"] for r in ("router", "worker", "consolidator")} == set(ids)
+    roles = config.models.roles.session()
+    assert {roles[r].model for r in ("router", "worker", "consolidator")} == set(ids)
     for deployment in (router, worker):
         assert "guided_decoding_backend" not in deployment["engine_kwargs"]
 

@@ -23,7 +23,7 @@ CALC = "def add(a, b):\n    return a - b\n\n\ndef parse_port(text):\n    return 
 
 
 def _clock() -> object:
-    from pagedctx._app import fixed_clock
+    from pagedctx.engine import fixed_clock
 
     return fixed_clock(START)
 
@@ -97,7 +97,7 @@ def _kill_after_ask(store: str, repo: Path, dialogue: Path) -> dict[str, object]
         f"""
         import json, os, signal
         from datetime import UTC, datetime
-        from pagedctx._app import fixed_clock
+        from pagedctx.engine import fixed_clock
         from pagedctx.host.records.trace import state_digest
         from pagedctx.session import Session
         s = Session.open(store={store!r}, session_id="s1", runtime="inproc",

@@ -48,10 +48,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -142,10 +142,19 @@ class LlamaPlan(BaseModel):
         return server.threads or self.threads
 
 
-def llama_plan(models: dict[str, Any], environ: dict[str, str] | None = None) -> LlamaPlan | None:
-    """The profile's llama.cpp servers (`models.llama_cpp`), None when it names none; the thread
-    count from PAGEDCTX_LLAMA_THREADS when set."""
-    section = models.get("llama_cpp")
+class _Models(Protocol):
+    """The configuration's typed `models` section (pagedctx.config.ModelsSettings)."""
+
+    @property
+    def llama_cpp(self) -> LlamaPlan | None: ...
+
+
+def llama_plan(
+    models: Mapping[str, Any] | _Models, environ: dict[str, str] | None = None
+) -> LlamaPlan | None:
+    """The profile's llama.cpp servers (`models.llama_cpp`: the configuration's typed section, or a
+    mapping), None when it names none; the thread count from PAGEDCTX_LLAMA_THREADS when set."""
+    section = models.get("llama_cpp") if isinstance(models, Mapping) else models.llama_cpp
     if section is None:
         return None
     environ = dict(os.environ) if environ is None else environ

@@ -15,7 +15,8 @@ says how to run it on real GPUs.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -92,9 +93,17 @@ class ServePlan(BaseModel):
         return self
 
 
-def serve_plan(models: dict[str, Any]) -> ServePlan:
-    """The profile's `models.serve`, checked (ConfigError naming the problem)."""
-    raw = models.get("serve")
+class _Models(Protocol):
+    """The configuration's typed `models` section (pagedctx.config.ModelsSettings)."""
+
+    @property
+    def serve(self) -> ServePlan | None: ...
+
+
+def serve_plan(models: Mapping[str, Any] | _Models) -> ServePlan:
+    """The profile's `models.serve` (the configuration's typed section, or a mapping), checked
+    (ConfigError naming the problem)."""
+    raw = models.get("serve") if isinstance(models, Mapping) else models.serve
     if not raw:
         raise ConfigError("this profile has no models.serve section: use --profile single-gpu or multi-gpu")
     try:

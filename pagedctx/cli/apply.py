@@ -33,25 +33,6 @@ def _read(path: Path, what: str) -> object:
         raise typer.BadParameter(f"{what} {path} is not JSON: {exc.msg} at line {exc.lineno}") from exc
 
 
-def _formatters(profile: str | None) -> dict[str, tuple[tuple[str, ...], ...]] | None:
-    """The profile's `edit.formatters` (language -> list of commands), else None: the defaults."""
-    from pagedctx.config import load_config
-    from pagedctx.errors import ConfigError
-
-    chosen = load_config(profile=profile).edit.get("formatters")
-    if chosen is None:
-        return None
-    if not isinstance(chosen, dict) or not all(
-        isinstance(cmds, list)
-        and all(isinstance(c, list) and c and all(isinstance(w, str) for w in c) for c in cmds)
-        for cmds in chosen.values()
-    ):
-        raise ConfigError(
-            "edit.formatters maps a language to a list of commands, each a list of words with {file}"
-        )
-    return {language: tuple(tuple(c) for c in cmds) for language, cmds in chosen.items()}
-
-
 def apply(
     mods: Path = typer.Argument(..., help="JSON: {'modifications': [...]} of CodeModification objects."),
     *,
@@ -66,11 +47,11 @@ def apply(
     """Apply chunk-anchored modifications all or nothing; print the report as JSON."""
     from pydantic import ValidationError
 
+    from pagedctx.engine import Engine
     from pagedctx.errors import ProtocolFault
     from pagedctx.evidence.task import TaskInput
-    from pagedctx.host.edit.editor import apply_modifications
     from pagedctx.host.edit.modification import ModificationBatch
-    from pagedctx.host.ingest.index import Index
+    from pagedctx.workspace import Workspace
 
     try:
         if not repo.is_dir():
@@ -82,9 +63,13 @@ def apply(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     try:
-        formatters = {} if no_format else _formatters(profile)
-        index = Index.open(store) if store else None
-        report = apply_modifications(repo, batch.modifications, task.pins, formatters=formatters, index=index)
+        workspace = Workspace(Engine.open(profile, store=store), [repo])
+        report = workspace.apply(
+            batch.modifications,
+            task.pins,
+            formatters={} if no_format else None,  # None: the profile's edit.formatters, else the defaults
+            update_index=store is not None,
+        )
     except ProtocolFault as fault:
         typer.echo(
             json.dumps({"applied": False, "code": str(fault.code), "message": fault.message}, indent=2)

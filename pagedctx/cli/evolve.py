@@ -32,10 +32,10 @@ _PROFILE = typer.Option(None, "--profile", help="local (default), single-gpu, mu
 _STORE = typer.Option(None, "--store", help="Store URL (default: the profile's).")
 
 
-def _config(profile: str | None, store: str | None, runtime: str | None = None) -> Any:
-    from pagedctx.config import load_config
+def _engine(profile: str | None, store: str | None) -> Any:
+    from pagedctx.engine import Engine
 
-    return load_config(profile=profile, overrides={"store": store, "runtime": runtime})
+    return Engine.open(profile, store=store)
 
 
 @app.callback()
@@ -79,7 +79,7 @@ def evolve(
     """Run or resume an evolution session (subcommands: show, accept, list)."""
     if ctx.invoked_subcommand is not None:
         return
-    from pagedctx._app import parse_clock
+    from pagedctx.engine import parse_clock
     from pagedctx.evolve import load_task, open_evolution
     from pagedctx.evolve.bundle import EvolveBundleRecorder
     from pagedctx.evolve.records import best_attempt
@@ -95,8 +95,9 @@ def evolve(
     )
     clock = parse_clock(now)
     recorder = EvolveBundleRecorder.open(bundle, session=session, clock=clock) if bundle is not None else None
-    config = _config(profile, store)
-    generator = _generator(config, recorder.calls if recorder is not None else record, replay)
+    engine = _engine(profile, store).with_calls(recorder.calls if recorder is not None else record, replay)
+    config = engine.config
+    generator = _generator(engine)
     loaded = None
     if task is not None:
         scored = ScoreSpec(command=score, key=score_key) if score else None
@@ -114,7 +115,7 @@ def evolve(
         typer.echo(line, err=True)
 
     with open_evolution(
-        config=config,
+        engine=engine,
         session_id=session,
         repo=repo,
         task=loaded,
@@ -173,16 +174,12 @@ def _check_flags(
         )
 
 
-def _generator(config: Any, record: Path | None, replay: Path | None) -> Any:
-    """The profile's generator (its calls appended to `record`), or `replay`'s recorded answers."""
-    from pagedctx._app import generator_spec
+def _generator(engine: Any) -> Any:
+    """The engine's generator: the profile's (its calls recorded when the engine records them), or
+    the recorded answers it replays."""
     from pagedctx.evolve.generator import ModuleGenerator
-    from pagedctx.protocol.tokens import token_counter
 
-    spec = generator_spec(config.models, record, replay)
-    return ModuleGenerator.from_spec(
-        spec, counter=token_counter(config.tokenizer), modules_root=config.modules_dir
-    )
+    return ModuleGenerator.from_engine(engine)
 
 
 def _on_attempt(recorder: Any, say: Any) -> Any:
@@ -268,9 +265,8 @@ def _write_html(meta: Any, attempts: list[Any], path: Path) -> None:
 
 def _open(session: str, profile: str | None, store: str | None) -> tuple[Any, list[Any], Any]:
     from pagedctx.evolve.records import EvolveStore
-    from pagedctx.host.store.url import open_store
 
-    opened = open_store(_config(profile, store).store_url)
+    opened = _engine(profile, store).open_store()
     records = EvolveStore(opened, session)
     return records.require_meta(), records.attempts(), opened
 
@@ -351,9 +347,8 @@ def accept(
 def list_sessions(*, profile: str | None = _PROFILE, store: str | None = _STORE) -> None:
     """The evolve sessions in the store, with their best attempt."""
     from pagedctx.evolve.records import EvolveStore, best_attempt
-    from pagedctx.host.store.url import open_store
 
-    opened = open_store(_config(profile, store).store_url)
+    opened = _engine(profile, store).open_store()
     try:
         for session in EvolveStore.sessions(opened):
             records = EvolveStore(opened, session)

@@ -11,9 +11,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pagedctx.host.ingest.index import FileHook, Index
     from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
-    from pagedctx.host.select.catalog import CollectedParts
+    from pagedctx.workspace import Workspace
 
 
 def _console() -> Console:
@@ -50,23 +49,18 @@ def index(
     One store holds any number of roots, anywhere on disk. Each root keeps its settings: `select
     --repo`, `pcr --repo` and `run --repo` re-index it with them.
     """
-    from pagedctx.config import load_config
-    from pagedctx.host.ingest.index import Index
+    from pagedctx.engine import Engine
+    from pagedctx.workspace import Workspace
 
-    config = load_config(overrides={"store": store})
-    idx = Index.open(config.store_url, tokenizer=config.tokenizer)
+    workspace = Workspace(Engine.open(store=store))
     if status:
-        _print_status(idx.status(), as_json)
+        _print_status(workspace.status(), as_json)
         return
     if not roots:
         raise typer.BadParameter("name at least one ROOT, or pass --status")
-    from pagedctx.host.select.catalog import CollectedParts
-
-    parts = CollectedParts()  # the workers that parse a file also make its part of the catalog
-    report = _run_update(
-        idx, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json, hook=parts.hook()
+    report, warmed = _run_update(
+        workspace, [str(r) for r in roots], max_file_size, wait, show_progress=not as_json
     )
-    warmed = _warm_selection(idx, parts)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -76,30 +70,20 @@ def index(
         _console().print(f"pagedctx index: {root}: no file to index: {why}", soft_wrap=True)
 
 
-def _warm_selection(idx: Index, parts: CollectedParts) -> str:
-    """Build or follow the selection catalog now, and save it when it moved (issue 20): every later
-    `pagedctx select` in a fresh process starts from it, not from an older snapshot it must follow."""
-    from pagedctx.host.select.catalog import load_catalog
-
-    _, load = load_catalog(idx, parts=parts.parts, persist=True)
-    files = f", {load.files} file(s) applied" if load.source in {"followed", "disk"} else ""
-    saved = ", snapshot written" if load.saved else ""
-    return f"{load.source} in {load.seconds:.2f} s{files}{saved}"
-
-
 def _run_update(
-    idx: Index,
+    workspace: Workspace,
     roots: list[str],
     max_file_size: int | None,
     wait: float | None,
     *,
     show_progress: bool,
-    hook: FileHook | None = None,
-) -> UpdateReport:
+) -> tuple[UpdateReport, str | None]:
+    """The roots indexed, and the selection catalog built or followed now and saved when it moved:
+    every later `pagedctx select` in a fresh process starts from it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not show_progress:
-        return idx.update(roots, max_file_bytes=max_file_size, wait_seconds=wait, hook=hook)
+        return workspace.update(roots, max_file_bytes=max_file_size, wait_seconds=wait, warm=True)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -116,13 +100,13 @@ def _run_update(
         def waiting(message: str) -> None:  # data, never rich markup
             bar.console.print(f"pagedctx: {message}", markup=False, highlight=False)
 
-        return idx.update(
+        return workspace.update(
             roots,
             max_file_bytes=max_file_size,
             progress=progress,
             wait_seconds=wait,
             on_wait=waiting,
-            hook=hook,
+            warm=True,
         )
 
 

@@ -49,13 +49,13 @@ def deploy(
 ) -> None:
     """Run the OpenAI-compatible Serve app on this Ray cluster (GPUs and the [gpu] extra:
     pip install 'pagedctx[gpu]')."""
-    from pagedctx.actors.cluster import ensure_ray
     from pagedctx.actors.serve_llm import deploy as run_app
     from pagedctx.actors.serve_llm import require_serving
+    from pagedctx.engine import Engine
 
     plan = _plan(profile)
     require_serving()  # before Ray starts: a missing extra is said at once
-    ensure_ray()
+    Engine.start_ray()
     run_app(plan)
     typer.echo(f"serving {plan.app_name}: {plan.router_id}, {plan.worker_id}, {plan.consolidator_id}")
 

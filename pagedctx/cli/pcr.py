@@ -32,21 +32,14 @@ def pcr(
     ),
 ) -> None:
     """Print the PCES answer (`<pcir>`) to a PCR request; a malformed request exits 2."""
-    from pagedctx.config import load_config
+    from pagedctx.engine import Engine
     from pagedctx.errors import UsageError
-    from pagedctx.host.ingest.index import Index
-    from pagedctx.host.pces.engine import answer_text
+    from pagedctx.workspace import Workspace
 
     text = _read_request(request_file)
-    config = load_config(overrides={"store": store})
-    index = Index.open(config.store_url, tokenizer=config.tokenizer)
-    if repo is not None:
-        if not repo.is_dir():
-            raise UsageError(f"--repo {repo} is not a directory")
-        index.update([str(repo)])  # with the settings the index keeps for ROOT; no lock when current
-    index.require()  # no index: the same usage error as `select` (C4 `missing` is for refs)
-    if repo is not None:
-        index = index.within([repo])  # the store may hold other repositories: answer from ROOT
-    output = answer_text(index, text)
+    if repo is not None and not repo.is_dir():
+        raise UsageError(f"--repo {repo} is not a directory")
+    workspace = Workspace(Engine.open(store=store), [repo] if repo is not None else [])
+    output = workspace.evidence(text)  # from ROOT alone: the store may hold other repositories
     sys.stdout.write(output)
     sys.stdout.flush()

@@ -46,7 +46,6 @@ def _one(args: Job) -> dict[str, Any]:
 
 def _heavy(folders: list[Path], profile: str | None) -> bool:
     """True when a replay calls models (the bundles' roles, or a counterfactual profile's)."""
-    from pagedctx._app import role_specs
     from pagedctx.config import Config, load_config
     from pagedctx.host.records.bundle import bundle_kind
     from pagedctx.replay import load_manifest
@@ -58,7 +57,7 @@ def _heavy(folders: list[Path], profile: str | None) -> bool:
             Config.model_validate(load_manifest(f).config) for f in folders if bundle_kind(f) == "session"
         ]
     cheap = ("baseline", "scripted", "replay")
-    return any(spec.backend not in cheap for c in configs for spec in role_specs(c.models).values())
+    return any(spec.backend not in cheap for c in configs for spec in c.models.roles.session().values())
 
 
 def _executor(choice: str, folders: list[Path], profile: str | None, counterfactual: bool) -> str:
@@ -76,20 +75,9 @@ def _executor(choice: str, folders: list[Path], profile: str | None, counterfact
 
 def _on_ray(jobs: list[Job], advance: Any) -> list[dict[str, Any]]:
     """Each bundle a Ray task (a local cluster on 127.0.0.1 unless one is attached), in order."""
-    import ray
+    from pagedctx.engine import Engine
 
-    from pagedctx.actors.cluster import ensure_ray
-
-    ensure_ray()
-    task = ray.remote(num_cpus=1, max_retries=1)(_one)
-    pending = {task.remote(job): position for position, job in enumerate(jobs)}
-    out: list[dict[str, Any] | None] = [None] * len(jobs)
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        for ref in done:
-            out[pending.pop(ref)] = ray.get(ref)
-            advance()
-    return [o for o in out if o is not None]
+    return Engine.map_on_ray(_one, jobs, done=advance)
 
 
 def _budget(text: str | None) -> tuple[int | None, float | None]:
@@ -253,10 +241,9 @@ def replay(
     jobs: list[Job] = [(str(b), tokens, scale, profile) for b in bundles]
     chosen = _executor(executor, bundles, profile, budget is not None or profile is not None)
     if profile is not None:  # its models answer before any worker asks: one server per model, shared
-        from pagedctx._app import serving_all
-        from pagedctx.config import load_config
+        from pagedctx.engine import Engine
 
-        serving_all(load_config(profile=profile).models)
+        Engine.open(profile).serve_models()
     outcomes: list[dict[str, Any]] = []
     console = stderr_console()
     with Progress(console=console, transient=True) as progress:

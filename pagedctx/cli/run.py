@@ -152,8 +152,8 @@ def run(
     ),
 ) -> None:
     """Run one session (roles from the profile: baseline by default) and print the final context."""
-    from pagedctx._app import parse_clock
     from pagedctx.cli.common import writable_file
+    from pagedctx.engine import parse_clock
     from pagedctx.errors import UsageError
     from pagedctx.session import run as run_session
 

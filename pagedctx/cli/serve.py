@@ -41,7 +41,7 @@ def serve(
 ) -> None:
     """Serve PCP-paged chat sessions over the OpenAI chat API (Ray Serve)."""
     from pagedctx.config import load_config
-    from pagedctx.host.store.url import open_store
+    from pagedctx.engine import Engine
     from pagedctx.serve.settings import serve_settings
 
     config = load_config(profile=profile, overrides={"store": store, "budget": budget, "runtime": "inproc"})
@@ -54,19 +54,18 @@ def serve(
         "profile": profile,
         "bundles": str(bundles.expanduser().resolve()) if bundles is not None else None,
     }
-    section = dict(config.serve)
+    section = config.serve.model_dump(exclude_unset=True)
     roots = [*section.get("source_roots", ()), *(str(p) for p in allow)]
     section["source_roots"] = [str(Path(r).expanduser().resolve()) for r in roots]
     settings = serve_settings(section, flags, token_file=token_file)
-    reachable = open_store(config.store_url)  # a bad URL or a dead Redis is said now, not per request
+    engine = Engine(config)
+    reachable = engine.open_store()  # a bad URL or a dead Redis is said now, not per request
     try:
         reachable.get("pagedctx/index")
     finally:
         reachable.close()
     resolved = config.model_copy(update={"store": config.store_url, "home": config.home.resolve()})
-    from pagedctx._app import serving_all
-
-    serving_all(config.models)  # the replicas' models answer before they start, stopped when we end
+    engine.serve_models()  # the replicas' models answer before they start, stopped when we end
 
     from pagedctx.serve.deployment import serve_forever
 

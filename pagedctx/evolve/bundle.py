@@ -168,19 +168,16 @@ class _AsRecorded:
         return reply
 
 
-def _recorded_consolidator(config: Any, calls: Path) -> tuple[Any, str]:
+def _recorded_consolidator(engine: Any, calls: Path) -> tuple[Any, str]:
     """The profile's Consolidator with its calls appended to `calls`, and its backend's name, when
     it is a model (the history's folds); (None, "") for the baseline's merge, which calls nothing."""
-    from pagedctx._app import consolidator_spec
-    from pagedctx.host.models.factory import build_backend
-    from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.roles.model_backed import ModelConsolidator
 
-    spec = consolidator_spec(config.models)
+    spec = engine.roles.consolidator
     if spec.backend == "baseline":
         return None, ""
-    backend = build_backend(spec.model_copy(update={"record": str(calls)}))
-    return ModelConsolidator(ModelModuleRunner(backend)), backend.name
+    runner = engine.model_runner(spec.model_copy(update={"record": str(calls)}))
+    return ModelConsolidator(runner), runner.backend.name
 
 
 def _replayed_consolidator(calls: Path) -> tuple[Any, _AsRecorded | None]:
@@ -263,7 +260,7 @@ class EvolveBundleRecorder:
         attempts = evolution.attempts()
         now = datetime.now(UTC)
         settings = evolution.meta.settings.model_dump(mode="json")
-        consolidator, name = _recorded_consolidator(evolution.config, self.calls)
+        consolidator, name = _recorded_consolidator(evolution.engine, self.calls)
         self.folder.mkdir(parents=True, exist_ok=True)
         with self._locked():
             manifest = self._manifest
@@ -406,16 +403,15 @@ def _generator(
 ) -> _Generator:
     """Verify: the recorded calls answer by request digest. Counterfactual: the recorded answers
     in order (the same edits under other settings), or the profile's generator."""
-    from pagedctx._app import generator_spec
+    from pagedctx.engine import Engine
     from pagedctx.evolve.generator import ModuleGenerator
     from pagedctx.host.models.recorded import ReplayBackend, ScriptedBackend, read_calls
-    from pagedctx.protocol.tokens import token_counter
 
-    counter = token_counter(config.tokenizer)
+    engine = Engine(config)
+    counter = engine.counter
     calls = folder / manifest.calls
     if profile:
-        spec = generator_spec(config.models)
-        return _Generator(ModuleGenerator.from_spec(spec, counter=counter, modules_root=config.modules_dir))
+        return _Generator(ModuleGenerator.from_engine(engine))
     recorded = [c for c in read_calls(calls) if c.module == "generator"] if calls.is_file() else []
     backend: Any = (
         ReplayBackend(recorded, source=str(calls))

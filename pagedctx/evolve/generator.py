@@ -4,7 +4,7 @@ backend, writing an attempt's `CodeModification`s (S6).
 Whatever a model returns is untrusted: an answer that breaks the module's contract twice, a
 refusal envelope, a backend error or modifications that do not validate become a `GeneratorFault`
 with its E2 code, which the loop records as a fault attempt and shows to the next round. The
-baseline policy writes no code: `ModuleGenerator.from_spec` refuses it with a UsageError saying
+baseline policy writes no code: `ModuleGenerator.from_engine` refuses it with a UsageError saying
 which role to configure.
 
 Tokens: the runner asks the model again when an answer breaks the contract, so one `write` may
@@ -66,9 +66,10 @@ class ModuleGenerator:
         self._counter = counter
 
     @classmethod
-    def from_spec(cls, spec: Any, *, counter: Any, modules_root: Any = None) -> ModuleGenerator:
-        from pagedctx.host.models.factory import build_backend
-
+    def from_engine(cls, engine: Any) -> ModuleGenerator:
+        """The engine's generator role (`models.roles.generator`, as recorded or replayed), its
+        model answering; the baseline policy is refused (it writes no code)."""
+        spec = engine.roles.generator
         if spec.backend == "baseline":
             raise UsageError(
                 "evolve needs a model role for the generator: the baseline policy writes no code. "
@@ -77,7 +78,12 @@ class ModuleGenerator:
                 "model: ..., base_url: ...}, or a GPU profile), or replay recorded calls with --replay "
                 "FILE (docs/evolve.md)"
             )
-        return cls(build_backend(spec), policy=spec.policy, counter=counter, modules_root=modules_root)
+        return cls(
+            engine.backend(spec),
+            policy=spec.policy,
+            counter=engine.counter,
+            modules_root=engine.config.modules_dir,
+        )
 
     @property
     def policy(self) -> str:

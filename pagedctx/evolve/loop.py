@@ -140,25 +140,23 @@ class Evolution:
     def __init__(
         self,
         *,
-        config: Any,
+        engine: Any,
         store: Any,
         meta: EvolveMeta,
         generator: Generator | None,
         clock: Callable[[], datetime],
         format_code: bool = False,
     ) -> None:
-        from pagedctx.host.store.url import open_store
-        from pagedctx.protocol.tokens import token_counter
-
-        self.config = config
+        self.engine = engine
+        self.config = engine.config
         self.records = EvolveStore(store, meta.session)
         self.meta = meta
         self.workspace = Workspace(Path(meta.home))
         self.generator = generator
         self.clock = clock
         self.format_code = format_code
-        self.counter = token_counter(config.tokenizer)
-        self._index_store = open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
+        self.counter = engine.counter
+        self._index_store = engine.open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
         self._history: AttemptHistory | None = None
         self._selections: dict[str, str] = {}  # tree digest -> selected code
         # (attempt number, the generator's payload) before each generator call: a bundle keeps it
@@ -425,7 +423,6 @@ class Evolution:
         """The code for the goal from the parent's tree (S5). A tree seen before in this process
         (the same parent, as with `best` while no attempt improves) reuses its selection without
         touching the index; a new tree updates the index (only changed files re-parse) first."""
-        from pagedctx.host.ingest.index import Index
         from pagedctx.host.select import select_context
         from pagedctx.host.select.policy import BaselineSelectionPolicy
         from pagedctx.host.select.render import selection_text
@@ -435,9 +432,9 @@ class Evolution:
         ).hexdigest()
         known = self._selections.pop(key, None)
         if known is None:
-            index = Index(self._index_store, tokenizer=self.config.tokenizer)
+            index = self.engine.index(self._index_store)
             index.update([self.workspace.work])
-            budget = self.config.make_budget(self._code_budget)
+            budget = self.engine.budget(self._code_budget)
             selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
             known = selection_text(index, selection)
         self._selections[key] = known  # most recently used last
@@ -448,12 +445,10 @@ class Evolution:
     def history(self) -> AttemptHistory:
         """The attempts as pages (evolve/history.py), folded by the profile's Consolidator role."""
         if self._history is None:
-            from pagedctx._app import consolidator_role
-
             self._history = AttemptHistory(
                 self.records.store,
                 self.id,
-                consolidator=self.consolidator or consolidator_role(self.config.models),
+                consolidator=self.consolidator or self.engine.consolidator(),
                 counter=self.counter,
             )
         return self._history
@@ -475,7 +470,8 @@ class Evolution:
 
 def open_evolution(
     *,
-    config: Any,
+    engine: Any = None,
+    config: Any = None,
     session_id: str | None = None,
     repo: Path | None = None,
     task: EvolveTask | None = None,
@@ -485,13 +481,18 @@ def open_evolution(
     format_code: bool = False,
 ) -> Evolution:
     """Start a session (`repo` and `task` given, a new id) or resume one by id (`settings` may
-    change its bounds; its repository and task stay)."""
-    from pagedctx.host.store.url import open_store
+    change its bounds; its repository and task stay). `engine`: what it builds with (or one made
+    from `config`)."""
+    from pagedctx.engine import Engine
 
+    if (engine is None) == (config is None):
+        raise UsageError("open_evolution: give an engine or a config")
+    engine = engine if engine is not None else Engine(config)
+    config = engine.config
     chosen = session_id or uuid.uuid4().hex[:12]
     if not chosen or "/" in chosen or len(chosen) > 100:
         raise UsageError(f"session id {chosen!r}: use 1-100 characters without '/'")
-    store = open_store(config.store_url)
+    store = engine.open_store()
     records = EvolveStore(store, chosen)
     meta = records.meta()
     changes = {k: v for k, v in (settings or {}).items() if v is not None}
@@ -540,7 +541,7 @@ def open_evolution(
             meta = meta.model_copy(update={"settings": EvolveSettings.model_validate(merged.model_dump())})
             records.save_meta(meta)
     return Evolution(
-        config=config,
+        engine=engine,
         store=store,
         meta=meta,
         generator=generator,

@@ -90,12 +90,17 @@ class AgentTools:
     """The tools of one server (see the module docstring); thread-safe per session (store locks)."""
 
     def __init__(self, settings: McpSettings, config: Any) -> None:
+        from pagedctx.engine import Engine
+        from pagedctx.workspace import Workspace
+
         self.settings = settings
         self.config = config
-        self.roots = tuple(Path(r).resolve() for r in settings.repos)
-        for root in self.roots:
-            if not root.is_dir():
+        self.engine = Engine(config)
+        for root in settings.repos:
+            if not Path(root).is_dir():
                 raise UsageError(f"--repo {root} is not a directory")
+        self.workspace = Workspace(self.engine, settings.repos)
+        self.roots = self.workspace.roots
         # Read once, here: run_checks judges by this copy, never by the file (the code under test
         # may rewrite it) and never by a file a tool names.
         self.task = self._load_task(settings.task) if settings.task is not None else None
@@ -116,24 +121,7 @@ class AgentTools:
 
     def select_code(self, intent: str, budget: int | None = None, repo: str | None = None) -> str:
         """The diamond selection for `intent` as text: files, chunk ids, bodies and skeletons."""
-        from pagedctx.selecting import select
-
-        chosen = budget or self.settings.budget
-        selected = select(
-            intent,
-            repo=self._root(repo),
-            budget=chosen,
-            store=self.config.store_url,
-            profile=self.settings.profile,
-        )
-        return selected.text()
-
-    def _index(self, root: Path) -> Any:
-        from pagedctx.host.ingest.index import Index
-
-        index = Index.open(self.config.store_url, tokenizer=self.config.tokenizer)
-        index.update([str(root)])  # only changed files re-parse
-        return index.within([root])
+        return self.workspace.select(intent, budget or self.settings.budget, repo=self._root(repo)).text()
 
     def code_evidence(
         self,
@@ -143,8 +131,6 @@ class AgentTools:
         repo: str | None = None,
     ) -> str:
         """A PCR request answered as PCES (`<pcir>`); or the simple form, `refs` with one `view`."""
-        from pagedctx.host.pces.engine import answer_text
-
         if request is None:
             if not refs:
                 raise UsageError("give a PCR request, or refs (chunk ids, paths, names) and a view")
@@ -152,36 +138,15 @@ class AgentTools:
                 raise UsageError(f"view {view!r}: use one of {', '.join(PCR_VIEWS)}")
             needs = "".join(f"<need>\nref: {ref.strip()}\nview: {view}\n</need>\n" for ref in refs)
             request = f"<pcr>\n{needs}</pcr>\n"
-        return str(answer_text(self._index(self._root(repo)), request))
+        return self.workspace.evidence(request, repo=self._root(repo))
 
     def outline(self, path: str, repo: str | None = None) -> str:
         """A file's chunks: id, kind and lines, in order (the ids edits and evidence take)."""
-        root = self._root(repo)
-        index = self._index(root)
-        base = Path(index.meta().base or root)
-        try:
-            relative = (root / path).resolve()
-        except (OSError, ValueError) as exc:  # a NUL byte, a symlink loop
-            raise UsageError(f"{path!r} is not a path of {root.name}: {exc}") from None
-        if not relative.is_relative_to(root):
-            raise UsageError(f"{path} is outside the repository {root.name}")
-        meta = index.file(relative.relative_to(base).as_posix())
-        if meta is None:
-            raise UsageError(f"{path} is not an indexed file of {root.name}; index_status lists what is")
-        lines = [f"{path} ({meta.language}, {meta.lines} lines, {meta.tokens} tokens)"]
-        for chunk_id in meta.chunk_ids:
-            chunk = index.chunk(chunk_id)
-            if chunk is not None:
-                lines.append(f"  {chunk_id}  {chunk.kind}  lines {chunk.start_line}-{chunk.end_line}")
-        return "\n".join(lines) + "\n"
+        return self.workspace.outline(path, repo=self._root(repo))
 
     def index_status(self) -> str:
         """What the index holds for the repositories: files, chunks, languages, skipped files."""
-        out = []
-        for root in self.roots:
-            status = self._index(root).status()
-            out.append(status.model_dump(mode="json"))
-        return json.dumps(out, indent=2)
+        return json.dumps([status.model_dump(mode="json") for status in self.workspace.statuses()], indent=2)
 
     # -- the agent's session --------------------------------------------------------------------
 
@@ -190,7 +155,7 @@ class AgentTools:
         (only session_ask does), else a session that is not in the store is refused."""
         from pagedctx.session import Session
 
-        session = Session.open(config=self.config, session_id=ref.stored)
+        session = Session.open(engine=self.engine, session_id=ref.stored)
         if not make and session.is_new:
             session.close()
             raise UsageError(missing_session(ref))
@@ -222,7 +187,7 @@ class AgentTools:
         is not in the store (a read never makes one)."""
         from pagedctx.session import Session
 
-        with Session.open(config=self.config, session_id=ref.stored) as session:
+        with Session.open(engine=self.engine, session_id=ref.stored) as session:
             if session.is_new:
                 return None
             last = session.last
@@ -268,9 +233,7 @@ class AgentTools:
         """Chunk-anchored edits to the first repository, all or nothing, inside the pins and never
         the server's task file; the report as JSON. A refusal raises the E2 fault (its code in the
         message); nothing is written."""
-        from pagedctx.host.edit.editor import apply_modifications
         from pagedctx.host.edit.modification import ModificationBatch
-        from pagedctx.host.ingest.index import Index
 
         pins = self._pins()
         try:
@@ -282,17 +245,15 @@ class AgentTools:
         self._never_the_task_file(batch.modifications)
         if ref is not None:
             self._start(ref)  # the checks' base: before the first edit
-        root = self.roots[0]
-        index = Index.open(self.config.store_url, tokenizer=self.config.tokenizer)
         with self._guard:  # one batch at a time per server: a batch is all or nothing
-            report = apply_modifications(root, batch.modifications, pins, formatters={}, index=index)
+            report = self.workspace.apply(batch.modifications, pins, formatters={})
         return str(report.model_dump_json(indent=2))
 
     def _start(self, ref: SessionRef) -> Any:
         """The repository's state when the session first edited or checked: sealed, kept in the
         pagedctx home, so a resumed session judges against the same base."""
         from pagedctx.evidence.seal import load_key
-        from pagedctx.evidence.tree import load_snapshot, save_snapshot, snapshot
+        from pagedctx.evidence.tree import load_snapshot, save_snapshot
 
         with self._guard:
             if ref.stored in self._starts:
@@ -303,7 +264,7 @@ class AgentTools:
                 state = load_snapshot(path, key)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                state = snapshot(self.roots[0])
+                state = self.workspace.snapshot()
                 save_snapshot(path, state, key)
             self._starts[ref.stored] = state
             return state
@@ -312,25 +273,14 @@ class AgentTools:
         """The test commands of the task the server was started with (as read then) under the
         evidence harness, then the verdict (fail closed), as JSON: verdict, reason code, messages,
         and the evidence folder. Without a task: NO_TASK."""
-        from pagedctx.evidence.collector import collect
-        from pagedctx.evidence.verdict import judge
-
         if self.task is None:
             raise UsageError(NO_TASK)
         pre = self._start(ref)
-        task_input, contract = self.task.task_input(), self.task.contract()
         artifacts = Path(self.config.home) / "mcp" / ref.stored / "artifacts"
-        folder = collect(task_input, self.roots[0], pre=pre, contract=contract, artifacts_root=artifacts)
-        verdict = judge(contract, folder, task_input)
-        out = {
-            "verdict": verdict.verdict,
-            "reason_code": verdict.reason_code.value if verdict.reason_code else None,
-            "messages": list(verdict.messages),
-            "isolation": verdict.isolation,
-            "notes": list(verdict.notes),
-            "evidence_dir": str(folder),
-        }
-        return json.dumps(out, indent=2)
+        checked = self.workspace.check(
+            self.task.task_input(), self.task.contract(), pre=pre, artifacts=artifacts
+        )
+        return json.dumps(checked.summary(), indent=2)
 
 
 def error_text(exc: PagedctxError) -> str:

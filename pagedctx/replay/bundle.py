@@ -68,8 +68,8 @@ def record_bundle(
     """Run one session and write its bundle to `folder` (new or empty); (manifest, result).
     `needs`: labels, what the question needs (turn ids, chunk ids, paths: the recall of a
     counterfactual replay); `copy_sources`: the indexed sources go into the bundle too."""
-    from pagedctx._app import fixed_clock
     from pagedctx.config import load_config
+    from pagedctx.engine import fixed_clock
     from pagedctx.session import Session
 
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):

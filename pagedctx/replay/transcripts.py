@@ -176,7 +176,7 @@ def _recent(texts: Sequence[str], budget: int, counter: Any) -> set[int]:
 
 def measure_transcript(transcript: Transcript, budget: int, config: Any, counter: Any) -> list[StepMeasure]:
     """Per assistant step with something needed: what pagedctx and the reference kept in view."""
-    from pagedctx._app import fixed_clock
+    from pagedctx.engine import fixed_clock
     from pagedctx.replay.bundle import private_config
     from pagedctx.session import Session
 

@@ -47,12 +47,12 @@ class ChatDeployment:
 
 def start(settings: ServeSettings, config: Config) -> Any:
     """Start the Serve proxy on the settings' host/port and run the app; returns its handle."""
-    from pagedctx.actors.cluster import ensure_ray
+    from pagedctx.engine import Engine
     from pagedctx.serve.http import PROXY_CALLBACK
 
     # the proxy (a Ray worker) inherits this from the cluster this process starts: parse errors in JSON
     os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
-    ensure_ray()
+    Engine.start_ray()
     serve.start(http_options={"host": settings.host, "port": settings.port})
     deployment: Any = ChatDeployment  # a serve.Deployment once decorated (mypy sees the class)
     bound = deployment.options(num_replicas=settings.replicas).bind(

@@ -104,22 +104,22 @@ class ChatService:
     """Chat completions and the PCP views of sessions (see the module docstring)."""
 
     def __init__(self, settings: ServeSettings, config: Config | None = None) -> None:
-        from pagedctx._app import role_specs
-        from pagedctx.config import load_config
-        from pagedctx.protocol.tokens import token_counter
+        from pagedctx.engine import Engine
 
         # The rounds run in this process: a Serve replica is already a Ray actor (docs/serve.md).
-        overrides = {"store": settings.store, "budget": settings.budget, "runtime": "inproc"}
-        if config is None:
-            config = load_config(profile=settings.profile, overrides=overrides)
-        else:
-            config = config.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-        self.config = config
+        self.engine = Engine.open(
+            None if config is not None else settings.profile,
+            config=config,
+            store=settings.store,
+            budget=settings.budget,
+            runtime="inproc",
+        )
+        self.config = self.engine.config
         self.settings = settings
-        self.policy = role_specs(self.config.models)["worker"].policy
+        self.policy = self.engine.policy
         self.model_id = f"pagedctx-{self.policy}".replace(":", "-").replace("/", "-")
         self.created = int(time.time())
-        self._counter = token_counter(self.config.tokenizer)
+        self._counter = self.engine.counter
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ class ChatService:
         name = f"{tenant}.{sid}"
         bundle = self.settings.bundles / name if changes and self.settings.bundles is not None else None
         return Session.open(
-            config=self.config, session_id=name, keep_trace=self.settings.trace, bundle=bundle
+            engine=self.engine, session_id=name, keep_trace=self.settings.trace, bundle=bundle
         )
 
     def _existing(self, tenant: str, sid: str) -> Session:
@@ -225,7 +225,7 @@ class ChatService:
                 400, "no user message with text: the last user message is the question", param="messages"
             )
         options = request.pagedctx or PagedctxOptions()
-        budget = self.config.make_budget(options.budget).total
+        budget = self.engine.budget(options.budget).total
         question = self._counter.count(asked)
         if question >= budget:
             raise ServeError(

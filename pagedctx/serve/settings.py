@@ -17,55 +17,19 @@ serve:
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from pagedctx.config import ServeSettings, is_loopback
 from pagedctx.errors import ConfigError, UsageError
 
 __all__ = ["TOKENS_ENV", "ServeSettings", "is_loopback", "serve_settings"]
 
 TOKENS_ENV = "PAGEDCTX_SERVE_TOKENS"
-
-
-class ServeSettings(BaseModel):
-    """A chat server's settings (see the module docstring); `profile`/`store` name the sessions' home."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    profile: str | None = None
-    store: str | None = None
-    budget: int | None = Field(default=None, gt=0, description="context budget (default: the profile's)")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    replicas: int = Field(default=1, ge=1, le=64)
-    tokens: tuple[str, ...] = ()
-    source_roots: tuple[Path, ...] = ()
-    max_body_bytes: int = Field(default=8 << 20, ge=1024)
-    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
-    max_messages: int = Field(default=10_000, ge=1)
-    requests_per_minute: int = Field(default=600, ge=1)
-    max_rounds: int = Field(default=6, ge=1, le=64)
-    lock_wait_seconds: float = Field(default=60.0, ge=0, le=3600)
-    trace: bool = True
-    bundles: Path | None = Field(
-        default=None,
-        description="a folder where each session records itself as a replay bundle ({tenant}.{id}/)",
-    )
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _tokens_from(env: Mapping[str, str], token_file: Path | None) -> list[str]:
@@ -80,7 +44,7 @@ def _tokens_from(env: Mapping[str, str], token_file: Path | None) -> list[str]:
 
 
 def serve_settings(
-    section: Mapping[str, Any],
+    section: ServeSettings | Mapping[str, Any],
     flags: Mapping[str, Any],
     *,
     environ: Mapping[str, str] | None = None,
@@ -91,7 +55,8 @@ def serve_settings(
     Off loopback a server without a token is refused here, before anything starts.
     """
     env = os.environ if environ is None else environ
-    merged: dict[str, Any] = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    given = section.model_dump(exclude_unset=True) if isinstance(section, ServeSettings) else dict(section)
+    merged: dict[str, Any] = {**given, **{k: v for k, v in flags.items() if v is not None}}
     extra = _tokens_from(env, token_file)
     if extra:
         merged["tokens"] = [*merged.get("tokens", ()), *extra]

@@ -18,52 +18,14 @@ answers from a recording (`recording: path`), `scripted` from `answers:` (for te
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from pagedctx.errors import ConfigError
 from pagedctx.host.models.base import ModelBackend
 from pagedctx.host.models.recorded import RecordingBackend, ReplayBackend, ScriptedBackend
-from pagedctx.host.models.structured import StructuredOutput
+from pagedctx.host.models.spec import RoleSpec
 
-__all__ = ["RoleSpec", "build_backend"]
-
-
-class RoleSpec(BaseModel):
-    """How one role runs: `baseline`, or a backend with its model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    backend: Literal["baseline", "openai", "gemini", "replay", "scripted"] = "baseline"
-    model: str = ""
-    base_url: str | None = None
-    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
-    recording: str | None = None
-    answers: tuple[str, ...] = ()
-    max_tokens: int | None = None
-    record: str | None = Field(default=None, description="append every call to this JSONL recording")
-    modules: tuple[str, ...] = Field(default=(), description="replay: only the calls of these modules")
-    timeout: float | None = Field(
-        default=None, gt=0, description="seconds one call may take (a CPU model reading a long prompt)"
-    )
-    offered: int = Field(
-        default=40,
-        ge=1,
-        description="router: recalled pages offered to the model (a small CPU model reads a shorter prompt)",
-    )
-    structured: StructuredOutput = Field(
-        default="json_schema",
-        description="how the server constrains output (openai backend): json_schema (OpenAI, vLLM), "
-        "json_object or grammar (llama.cpp), none",
-    )
-
-    @property
-    def policy(self) -> str:
-        """How outputs name the role's policy: baseline, scripted, replay:<file> or <backend>:<model>."""
-        if self.backend in ("baseline", "scripted"):
-            return self.backend
-        return f"replay:{self.recording}" if self.backend == "replay" else f"{self.backend}:{self.model}"
+__all__ = ["RoleSpec", "build_backend"]  # RoleSpec lives in spec.py (light: the configuration reads it)
 
 
 def _key(spec: RoleSpec) -> str | None:

@@ -38,8 +38,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
+from pagedctx.host.models.spec import StructuredOutput
 from pagedctx.protocol.gbnf import worker_envelope_gbnf
 
 __all__ = [
@@ -52,8 +53,6 @@ __all__ = [
     "llama_schema",
     "safe_pattern",
 ]
-
-StructuredOutput = Literal["json_schema", "json_object", "grammar", "none"]
 
 # Modules with a GBNF of their own, for `structured: grammar` (the rest fall back to json_object).
 GRAMMARS: Mapping[str, Callable[[], str]] = {"worker": worker_envelope_gbnf}
