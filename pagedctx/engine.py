@@ -327,6 +327,14 @@ class Engine:
         ensure_ray()
 
     @staticmethod
+    def stop_ray() -> None:
+        """Shut Ray down here: a cluster this process started ends with every process of it; one
+        it attached to is only disconnected from."""
+        from pagedctx.actors.local_ray import stop_ray
+
+        stop_ray()
+
+    @staticmethod
     def map_on_ray(
         function: Callable[[Job], Out], jobs: Sequence[Job], *, done: Callable[[], None] | None = None
     ) -> list[Out]:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from pagedctx.host.records.trace import TraceSink
     from pagedctx.protocol.budget import Budget
 
-__all__ = ["Session", "SessionResult", "run"]
+__all__ = ["RoundReport", "Session", "SessionResult", "run"]
 
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
 RECORD_VERSION = 1

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pagedctx.errors import UsageError
+from pagedctx.host.edit.modification import CodeModification, ModificationBatch
+from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
 
 if TYPE_CHECKING:
     from pagedctx.engine import Engine
@@ -34,10 +36,17 @@ if TYPE_CHECKING:
     from pagedctx.evidence.tree import RepoState
     from pagedctx.host.edit.editor import EditReport
     from pagedctx.host.ingest.index import Index
-    from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
     from pagedctx.host.select.selection import Selection
 
-__all__ = ["Checked", "Selected", "Workspace"]
+__all__ = [
+    "Checked",
+    "CodeModification",
+    "IndexStatus",
+    "ModificationBatch",
+    "Selected",
+    "UpdateReport",
+    "Workspace",
+]
 
 Formatters = Mapping[str, Sequence[Sequence[str]]]
 

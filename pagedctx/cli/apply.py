@@ -50,8 +50,7 @@ def apply(
     from pagedctx.engine import Engine
     from pagedctx.errors import ProtocolFault
     from pagedctx.evidence.task import TaskInput
-    from pagedctx.host.edit.modification import ModificationBatch
-    from pagedctx.workspace import Workspace
+    from pagedctx.workspace import ModificationBatch, Workspace
 
     try:
         if not repo.is_dir():

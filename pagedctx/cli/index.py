@@ -11,8 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
-    from pagedctx.workspace import Workspace
+    from pagedctx.workspace import IndexStatus, UpdateReport, Workspace
 
 
 def _console() -> Console:

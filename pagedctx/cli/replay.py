@@ -28,7 +28,7 @@ Job = tuple[str, int | None, float | None, str | None]  # folder, budget, budget
 
 def _one(args: Job) -> dict[str, Any]:
     from pagedctx.errors import PagedctxError
-    from pagedctx.host.records.bundle import bundle_kind
+    from pagedctx.records import bundle_kind
     from pagedctx.replay import replay_bundle
 
     folder, budget, scale, profile = args
@@ -47,7 +47,7 @@ def _one(args: Job) -> dict[str, Any]:
 def _heavy(folders: list[Path], profile: str | None) -> bool:
     """True when a replay calls models (the bundles' roles, or a counterfactual profile's)."""
     from pagedctx.config import Config, load_config
-    from pagedctx.host.records.bundle import bundle_kind
+    from pagedctx.records import bundle_kind
     from pagedctx.replay import load_manifest
 
     if profile is not None:
@@ -229,7 +229,7 @@ def replay(
     from rich.progress import Progress
 
     from pagedctx.cli.common import stderr_console
-    from pagedctx.host.records.bundle import bundle_kind, load_evolve_manifest
+    from pagedctx.records import bundle_kind, load_evolve_manifest
     from pagedctx.replay import load_manifest
 
     for folder in bundles:  # a folder that is not a bundle is a usage error, said before any work

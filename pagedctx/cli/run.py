@@ -21,7 +21,7 @@ import typer
 from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
 
 if TYPE_CHECKING:
-    from pagedctx.host.session.loop import RoundReport
+    from pagedctx.session import RoundReport
 
 
 class RunFormat(StrEnum):

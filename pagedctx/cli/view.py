@@ -22,8 +22,8 @@ def view(
     """Draw a session trace as one HTML page (no network, no external assets)."""
     from pagedctx.cli.common import writable_file
     from pagedctx.errors import UsageError
-    from pagedctx.host.records.trace import read_trace
-    from pagedctx.host.records.trace_html import render_html
+    from pagedctx.records import read_trace
+    from pagedctx.records import trace_page as render_html
 
     target = output if output is not None else trace.with_suffix(".html")
     if target.resolve() == trace.resolve():

@@ -44,29 +44,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pagedctx.backends import ModelReply, ModelRequest
 from pagedctx.errors import PagedctxError, UsageError
-from pagedctx.host.models.base import ModelReply, ModelRequest
-from pagedctx.host.records.bundle import (
+from pagedctx.records import (
     MANIFEST,
+    Divergence,
     EvolveAttemptEvent,
     EvolveManifest,
     EvolveRun,
     RecordingClock,
     ReplayClock,
+    ReplayOutcome,
+    RoundComparison,
     bundle_lock,
+    context_diff,
     keep_copy,
+    known_causes,
     load_evolve_manifest,
+    scratch_dir,
     sha256_hex,
     write_manifest,
 )
-from pagedctx.host.records.replay_outcome import (
-    Divergence,
-    ReplayOutcome,
-    RoundComparison,
-    context_diff,
-    known_causes,
-)
-from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "COMPARED",
@@ -183,9 +181,10 @@ def _recorded_consolidator(engine: Any, calls: Path) -> tuple[Any, str]:
 def _replayed_consolidator(calls: Path) -> tuple[Any, _AsRecorded | None]:
     """A Consolidator answering from the recorded consolidator calls, when there are any, and its
     backend (named per run)."""
-    from pagedctx.host.models.recorded import ReplayBackend, read_calls
+    from pagedctx.backends import ReplayBackend
     from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.roles.model_backed import ModelConsolidator
+    from pagedctx.records import read_calls
 
     recorded = [c for c in read_calls(calls) if c.module == "consolidator"] if calls.is_file() else []
     if not recorded:
@@ -403,9 +402,10 @@ def _generator(
 ) -> _Generator:
     """Verify: the recorded calls answer by request digest. Counterfactual: the recorded answers
     in order (the same edits under other settings), or the profile's generator."""
+    from pagedctx.backends import ReplayBackend, ScriptedBackend
     from pagedctx.engine import Engine
     from pagedctx.evolve.generator import ModuleGenerator
-    from pagedctx.host.models.recorded import ReplayBackend, ScriptedBackend, read_calls
+    from pagedctx.records import read_calls
 
     engine = Engine(config)
     counter = engine.counter

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from pagedctx.backends import ModelBackend
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
-from pagedctx.host.edit.modification import CodeModification, ModificationBatch
-from pagedctx.host.models.base import ModelBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.protocol.envelope import FailureEnvelope
+from pagedctx.workspace import CodeModification, ModificationBatch
 
 __all__ = ["Generated", "Generator", "GeneratorFault", "ModuleGenerator"]
 

@@ -53,7 +53,7 @@ from pagedctx.evolve.score import run_score
 from pagedctx.evolve.strategy import parse_strategy
 from pagedctx.evolve.task import EvolveTask
 from pagedctx.evolve.workspace import Workspace
-from pagedctx.host.edit.modification import CodeModification
+from pagedctx.workspace import CodeModification
 
 __all__ = ["Evolution", "open_evolution"]
 

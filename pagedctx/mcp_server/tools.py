@@ -233,7 +233,7 @@ class AgentTools:
         """Chunk-anchored edits to the first repository, all or nothing, inside the pins and never
         the server's task file; the report as JSON. A refusal raises the E2 fault (its code in the
         message); nothing is written."""
-        from pagedctx.host.edit.modification import ModificationBatch
+        from pagedctx.workspace import ModificationBatch
 
         pins = self._pins()
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.errors import UsageError
-from pagedctx.host.records.bundle import (
+from pagedctx.records import (
     BUNDLE_FORMAT,
     AskStep,
     BundleInput,
@@ -26,8 +26,8 @@ from pagedctx.host.records.bundle import (
     BundleSink,
     label_last_ask,
     load_manifest,
+    scratch_dir,
 )
-from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "BUNDLE_FORMAT",

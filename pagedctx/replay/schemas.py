@@ -10,9 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pagedctx.evidence.export import json_schema_text
-from pagedctx.host.models.recorded import ModelCall
-from pagedctx.host.records.bundle import EvolveAttemptEvent, EvolveManifest
-from pagedctx.host.records.trace import RoundEvent
+from pagedctx.records import EvolveAttemptEvent, EvolveManifest, ModelCall, RoundEvent
 from pagedctx.replay.bundle import BundleManifest
 from pagedctx.replay.verify import ReplayOutcome
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pagedctx.errors import UsageError
-from pagedctx.host.store.scratch import scratch_dir
+from pagedctx.records import scratch_dir
 
 __all__ = [
     "Message",

@@ -28,32 +28,31 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.errors import PagedctxError, UsageError
-from pagedctx.host.records.bundle import (
+from pagedctx.records import (
+    AskComparison,
     AskStep,
     BundleManifest,
     BundleRepo,
     BundleSink,
     DialogueStep,
+    Divergence,
     DocStep,
     InterruptedStep,
     MergeStep,
     ReplayClock,
+    ReplayOutcome,
     RepoStep,
+    RoundComparison,
+    RoundEvent,
     TurnsStep,
     committed,
-    load_manifest,
-    materialise_sources,
-)
-from pagedctx.host.records.replay_outcome import (
-    AskComparison,
-    Divergence,
-    ReplayOutcome,
-    RoundComparison,
     context_diff,
     known_causes,
+    load_manifest,
+    materialise_sources,
+    scratch_dir,
+    trace_events,
 )
-from pagedctx.host.records.trace import RoundEvent, trace_events
-from pagedctx.host.store.scratch import scratch_dir
 from pagedctx.replay.bundle import private_config
 
 __all__ = ["AskComparison", "Divergence", "ReplayOutcome", "RoundComparison", "replay_bundle"]

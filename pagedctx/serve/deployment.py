@@ -63,7 +63,7 @@ def start(settings: ServeSettings, config: Config) -> Any:
 
 def serve_forever(settings: ServeSettings, config: Config, ready: Callable[[], None]) -> None:
     """Run the app until SIGINT or SIGTERM, then take it down (the store keeps every session)."""
-    from pagedctx.actors.cluster import stop_ray
+    from pagedctx.engine import Engine
 
     stop = threading.Event()
     start(settings, config)
@@ -74,4 +74,4 @@ def serve_forever(settings: ServeSettings, config: Config, ready: Callable[[], N
         stop.wait()
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
-        stop_ray()  # a cluster started here ends with every process of it (actors/local_ray.py)
+        Engine.stop_ray()  # a cluster started here ends with every process of it (actors/local_ray.py)

@@ -377,8 +377,8 @@ class ChatService:
 
     def view(self, tenant: str, sid: str) -> str:
         """GET /v1/sessions/{id}/view: the HTML picture of the trace (as `pagedctx view` draws it)."""
-        from pagedctx.host.records.trace import RoundEvent
-        from pagedctx.host.records.trace_html import render_html
+        from pagedctx.records import RoundEvent
+        from pagedctx.records import trace_page as render_html
 
         lines = self.trace(tenant, sid)
         if not lines:

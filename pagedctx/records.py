@@ -1,0 +1,95 @@
+"""The records door: what sessions and evolutions leave behind, and what replays read back
+(P14, P15, D3, D4): round traces (`RoundEvent`, JSONL, the `pagedctx view` page), replay bundles
+(their manifests and steps, the clocks that record and replay time), recorded model calls, and
+replay outcomes (what diverged and the known causes). Faces (`replay`, `evolve`, `view`, `serve`)
+read and write records through this module; the formats live in `pagedctx.host.records`.
+"""
+
+from __future__ import annotations
+
+from pagedctx.host.models.recorded import ModelCall, read_calls
+from pagedctx.host.records.bundle import (
+    BUNDLE_FORMAT,
+    MANIFEST,
+    AskStep,
+    BundleInput,
+    BundleManifest,
+    BundleRepo,
+    BundleSink,
+    DialogueStep,
+    DocStep,
+    EvolveAttemptEvent,
+    EvolveManifest,
+    EvolveRun,
+    InterruptedStep,
+    MergeStep,
+    RecordingClock,
+    ReplayClock,
+    RepoStep,
+    TurnsStep,
+    bundle_kind,
+    bundle_lock,
+    committed,
+    keep_copy,
+    label_last_ask,
+    load_evolve_manifest,
+    load_manifest,
+    materialise_sources,
+    sha256_hex,
+    write_manifest,
+)
+from pagedctx.host.records.replay_outcome import (
+    AskComparison,
+    Divergence,
+    ReplayOutcome,
+    RoundComparison,
+    context_diff,
+    known_causes,
+)
+from pagedctx.host.records.trace import RoundEvent, read_trace, trace_events
+from pagedctx.host.records.trace_html import render_html as trace_page
+from pagedctx.host.store.scratch import scratch_dir
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "MANIFEST",
+    "AskComparison",
+    "AskStep",
+    "BundleInput",
+    "BundleManifest",
+    "BundleRepo",
+    "BundleSink",
+    "DialogueStep",
+    "Divergence",
+    "DocStep",
+    "EvolveAttemptEvent",
+    "EvolveManifest",
+    "EvolveRun",
+    "InterruptedStep",
+    "MergeStep",
+    "ModelCall",
+    "RecordingClock",
+    "ReplayClock",
+    "ReplayOutcome",
+    "RepoStep",
+    "RoundComparison",
+    "RoundEvent",
+    "TurnsStep",
+    "bundle_kind",
+    "bundle_lock",
+    "committed",
+    "context_diff",
+    "keep_copy",
+    "known_causes",
+    "label_last_ask",
+    "load_evolve_manifest",
+    "load_manifest",
+    "materialise_sources",
+    "read_calls",
+    "read_trace",
+    "scratch_dir",
+    "sha256_hex",
+    "trace_events",
+    "trace_page",
+    "write_manifest",
+]
