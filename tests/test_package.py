@@ -86,3 +86,34 @@ def test_python_dash_m_from_the_source_tree() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("valid:")
+
+
+def test_every_library_the_package_imports_is_declared() -> None:
+    """Issue 33: a direct import of a library pulled in by another (fastapi through ray[serve],
+    referencing through jsonschema) breaks when that other drops it: each is a dependency of ours,
+    or of an extra when only its face imports it."""
+    import ast
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"].values()
+    wanted = [*project["dependencies"], *(d for extra in extras for d in extra)]
+    declared = {re.split(r"[\s\[<>=;!~]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in wanted}
+    imported: set[str] = set()
+    for path in (ROOT / "pagedctx").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"pagedctx", "__future__"}
+    owners = packages_distributions()
+    undeclared = {
+        name: owners.get(name)
+        for name in third_party
+        if not any(d.lower().replace("_", "-") in declared for d in owners.get(name, [name]))
+    }
+    assert undeclared == {}
