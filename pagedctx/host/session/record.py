@@ -1,0 +1,153 @@
+"""A session's record (P3, P12): what was added to it and asked of it, kept in the store.
+
+`pagedctx/session/{id}/inputs` holds the repositories (paths), the dialogue files and documents
+(their bytes copied into the store, content-addressed under `pagedctx/inputs/<sha256>`: a file
+moved or edited later changes nothing), the turns added one by one, the asks so far (intent and
+answer: the scaffolder's history), which repositories the code selection has covered, and a
+face's own notes. `RecordKeeper` reads and writes it; the blocks of an ask are rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pagedctx.errors import StoreError, UsageError
+from pagedctx.host.blocks.dialogue import DialogueProvider, Turn
+from pagedctx.host.blocks.document import DocumentProvider
+from pagedctx.host.store.base import Store
+from pagedctx.protocol.text import clean_text
+
+__all__ = ["INPUTS_PREFIX", "RECORD_VERSION", "PastAsk", "RecordKeeper", "SessionRecord", "StoredInput"]
+
+INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
+RECORD_VERSION = 1
+
+
+class StoredInput(BaseModel):
+    """An added file: its name as given (what names its block) and its bytes' sha256."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # the path as given: it names the block (and so its handles)
+    digest: str
+    timestamp: datetime | None = None  # documents: the file's modification time when added
+
+
+class PastAsk(BaseModel):
+    """An ask so far: its intent and answer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    intent: str
+    answer: str | None = None
+
+
+class SessionRecord(BaseModel):
+    """The session's inputs and asks (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = RECORD_VERSION
+    created: datetime
+    repos: list[str] = Field(default_factory=list)
+    dialogues: list[StoredInput] = Field(default_factory=list)
+    docs: list[StoredInput] = Field(default_factory=list)
+    turns: list[dict[str, Any]] = Field(default_factory=list)
+    selected: list[str] = Field(default_factory=list)  # repositories the code selection covered
+    asks: list[PastAsk] = Field(default_factory=list)
+    notes: dict[str, str] = Field(default_factory=dict)  # a face's own bookkeeping (`note`, `set_note`)
+
+
+class RecordKeeper:
+    """Reads and writes one session's record and the bytes of what was added to it."""
+
+    def __init__(self, store: Store, session_id: str, clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.clock = clock
+
+    @property
+    def key(self) -> str:
+        return f"pagedctx/session/{self.session_id}/inputs"
+
+    def load(self) -> SessionRecord:
+        raw = self.store.get(self.key)
+        if raw is None:
+            return SessionRecord(created=self.clock())
+        try:
+            record = SessionRecord.model_validate_json(raw)
+        except ValidationError as exc:
+            raise StoreError(
+                f"session {self.session_id!r} in {self.store.url}: its record does not validate "
+                f"({exc.errors()[0]['msg']}); start a new session"
+            ) from exc
+        if record.version != RECORD_VERSION:
+            raise StoreError(
+                f"session {self.session_id!r} was written by another version (record {record.version})"
+            )
+        return record
+
+    def save(self, record: SessionRecord) -> None:
+        self.store.set(self.key, record.model_dump_json())
+
+    def keep(self, data: bytes) -> str:
+        """Keep an added file's bytes (once per content); returns their sha256."""
+        digest = hashlib.sha256(data).hexdigest()
+        key = INPUTS_PREFIX + digest
+        if self.store.get(key) is None:
+            self.store.set(key, data.decode("utf-8", "surrogateescape"))
+        return digest
+
+    def kept(self, item: StoredInput) -> bytes:
+        """The bytes kept for `item`, checked against its sha256."""
+        text: str | None = self.store.get(INPUTS_PREFIX + item.digest)
+        data = text.encode("utf-8", "surrogateescape") if text is not None else None
+        if data is None or hashlib.sha256(data).hexdigest() != item.digest:
+            raise StoreError(
+                f"session {self.session_id!r}: the stored copy of {item.name} is missing or damaged"
+            )
+        return data
+
+    def turn(
+        self,
+        record: SessionRecord,
+        speaker: str,
+        text: str,
+        *,
+        timestamp: datetime | None,
+        id: str | None,
+        taken: set[str],
+    ) -> dict[str, Any]:
+        """One dialogue turn, checked (an id not `taken`; a time without a zone is UTC)."""
+        chosen = id if id is not None else f"t{len(record.turns) + 1}"
+        if chosen in taken:
+            raise UsageError(f"session {self.session_id} already has a turn {chosen!r}; give another id")
+        moment = timestamp or self.clock()
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        try:
+            turn = Turn(id=chosen, speaker=speaker, text=clean_text(text), timestamp=moment)
+        except ValidationError as exc:
+            raise UsageError(f"turn {chosen!r}: {exc.errors()[0]['msg']}") from exc
+        return turn.model_dump(mode="json")
+
+    def providers(self, record: SessionRecord, counter: Any) -> tuple[list[Any], list[Any]]:
+        """The dialogue and document block providers of what the record holds."""
+        dialogues = [DialogueProvider.from_bytes(d.name, self.kept(d), counter) for d in record.dialogues]
+        if record.turns:
+            dialogues.append(DialogueProvider.from_turns(f"session:{self.session_id}", record.turns, counter))
+        documents = [
+            DocumentProvider.from_text(
+                d.name,
+                self.kept(d).decode("utf-8", "surrogateescape"),
+                counter,
+                timestamp=d.timestamp or record.created,
+            )
+            for d in record.docs
+        ]
+        return dialogues, documents
