@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
-from pagedctx.host.ingest.walk import walk_roots
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.walk import DEFAULT_MAX_FILE_BYTES, walk_roots
 from pagedctx.host.select import select_context
 from pagedctx.host.select.catalog import CollectedParts, build_catalog, load_catalog
 from pagedctx.host.store import keys

@@ -11,8 +11,9 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pagedctx.host.ingest.index import FileHook, Index
+    from pagedctx.host.ingest.index import Index
     from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
+    from pagedctx.host.ingest.update import FileHook
     from pagedctx.host.select.catalog import CollectedParts
 
 

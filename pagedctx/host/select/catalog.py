@@ -50,8 +50,9 @@ import numpy as np
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.file_role import FileRole, file_role
-from pagedctx.host.ingest.index import FILES, FileHook, Index
+from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.meta import stamp_role
+from pagedctx.host.ingest.update import FileHook
 from pagedctx.host.select.postings import (
     Field,
     Postings,
@@ -879,7 +880,7 @@ def _parts_of(index: Index, stamps: Mapping[str, str], paths: Sequence[str]) -> 
     """The contributions of some files, read from the store (their records, then their chunks)."""
     wanted = [p for p in paths if p in stamps]
     chunk_ids: dict[str, list[str]] = {}
-    for path, raw in zip(wanted, index.store.hmget(FILES, wanted), strict=True):
+    for path, raw in zip(wanted, index.store.hmget(keys.FILES, wanted), strict=True):
         chunk_ids[path] = list(json.loads(raw).get("chunk_ids", ())) if raw else []
     every = [c for ids in chunk_ids.values() for c in ids]
     if len(every) > _READ_ALL:
