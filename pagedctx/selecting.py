@@ -95,7 +95,8 @@ def select(
     from pagedctx.errors import UsageError
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.select import select_context
-    from pagedctx.host.select.catalog import CollectedParts, load_catalog
+    from pagedctx.host.select.catalog_cache import load_catalog
+    from pagedctx.host.select.file_parts import CollectedParts
     from pagedctx.protocol.text import clean_text
 
     config = load_config(profile=profile, overrides={"store": store, "budget": budget, "policy": policy})

@@ -21,7 +21,8 @@ from pagedctx.host.ingest import update as update_module
 from pagedctx.host.ingest import writes as writes_module
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import CollectedParts, load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 

@@ -13,7 +13,9 @@ from sample_repo import write_files
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.meta import FastMeta, FileMeta, stamp_role
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import ROLES, build_catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.catalog_delta import build_catalog
 from pagedctx.host.select.rank import intent_roles, rank
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store

@@ -11,7 +11,7 @@ from sample_repo import write_files
 
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import diamond, select_context
-from pagedctx.host.select.catalog import load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.diamond import SPREAD_FLOOR
 from pagedctx.host.select.rank import rank
 from pagedctx.host.select.selection import Selection, SelectOptions

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.ingest.meta import IndexStatus, UpdateReport
     from pagedctx.host.ingest.update import FileHook
-    from pagedctx.host.select.catalog import CollectedParts
+    from pagedctx.host.select.file_parts import CollectedParts
 
 
 def _console() -> Console:
@@ -61,7 +61,7 @@ def index(
         return
     if not roots:
         raise typer.BadParameter("name at least one ROOT, or pass --status")
-    from pagedctx.host.select.catalog import CollectedParts
+    from pagedctx.host.select.file_parts import CollectedParts
 
     parts = CollectedParts()  # the workers that parse a file also make its part of the catalog
     report = _run_update(
@@ -80,7 +80,7 @@ def index(
 def _warm_selection(idx: Index, parts: CollectedParts) -> str:
     """Build or follow the selection catalog now, and save it when it moved (issue 20): every later
     `pagedctx select` in a fresh process starts from it, not from an older snapshot it must follow."""
-    from pagedctx.host.select.catalog import load_catalog
+    from pagedctx.host.select.catalog_cache import load_catalog
 
     _, load = load_catalog(idx, parts=parts.parts, persist=True)
     files = f", {load.files} file(s) applied" if load.source in {"followed", "disk"} else ""

@@ -29,7 +29,8 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.capped import capped_skeleton, direct_members
-from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES, Catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.policy import TYPE_KINDS, BaselineSelectionPolicy, SelectionPolicy
 from pagedctx.host.select.rank import Ranking, rank
 from pagedctx.host.select.selection import (
