@@ -6,8 +6,9 @@ Snapshots live under `$PAGEDCTX_HOME/cache/select/<digest of the store URL>/`, o
 file's `sys/files/meta` stamp; a loader reads the stamps and applies the files that differ
 (`catalog_delta.follow`), so a snapshot a few edits old costs those files, not a rebuild. A new
 snapshot is written when the catalog drifted `SNAPSHOT_DRIFT` files from the one it came from (or
-when asked: `pagedctx index`); snapshots older than the newest are removed after `GRACE_SECONDS`,
-so a reader that chose one a moment ago still finds it. A process keeps its catalog in memory and
+when asked: `pagedctx index`); snapshots older than the newest are removed after `GRACE_SECONDS`
+(a caller may pass another `grace_seconds`), so a reader that chose one a moment ago still finds
+it. A process keeps its catalog in memory and
 follows the index from there (a warm Session or serve replica). A snapshot of another format, or
 that cannot be read, is rebuilt, never trusted half-way.
 """
@@ -167,15 +168,15 @@ def _snapshots(folder: Path, instance: str) -> list[Path]:
     return [path for _, _, path in sorted(found, reverse=True)]
 
 
-def _prune(folder: Path, keep: Path) -> None:
-    """Remove snapshots other than `keep` once older than the grace period, and temporaries left by
+def _prune(folder: Path, keep: Path, grace_seconds: float) -> None:
+    """Remove snapshots other than `keep` once older than `grace_seconds`, and temporaries left by
     writers that died (an hour old: one being written is never taken)."""
     now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             if entry.path == str(keep):
                 continue
-            limit = _STALE_TEMPORARY if entry.name.startswith(".tmp-") else GRACE_SECONDS
+            limit = _STALE_TEMPORARY if entry.name.startswith(".tmp-") else grace_seconds
             with contextlib.suppress(OSError):
                 if now - entry.stat().st_mtime > limit:
                     shutil.rmtree(entry.path, ignore_errors=True)
@@ -210,10 +211,12 @@ def load_catalog(
     home: Path | None = None,
     persist: bool = False,
     parts: Mapping[str, FilePart] | None = None,
+    grace_seconds: float = GRACE_SECONDS,
 ) -> tuple[Catalog, CatalogLoad]:
     """The catalog of the index's current state: from memory or disk, followed by the files that
     changed since, or built; a snapshot is written when it drifted `SNAPSHOT_DRIFT` files (or
-    with `persist`, when it drifted at all). `parts`: see `CollectedParts`."""
+    with `persist`, when it drifted at all), and the older ones are removed once `grace_seconds`
+    old. `parts`: see `CollectedParts`."""
     started = time.perf_counter()
     meta = index.meta()
     key = (index.store.url, meta.instance)
@@ -242,7 +245,7 @@ def load_catalog(
         with contextlib.suppress(OSError):  # a read-only home only costs a rebuild next time
             parent = catalog_dir(index.store.url, home)
             written = replace(catalog, drift=0, _row=catalog._row)
-            _prune(parent, save_snapshot(written, parent))
+            _prune(parent, save_snapshot(written, parent), grace_seconds)
             catalog, saved = written, True
     if catalog is not cached:
         _remember(key, catalog)
