@@ -32,9 +32,10 @@ from pathlib import Path
 import tree_sitter as ts
 
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
-from pagedctx.host.ingest.walk import walk_roots
-from pagedctx.host.select.catalog import CollectedParts, load_catalog
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.walk import DEFAULT_MAX_FILE_BYTES, walk_roots
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.store.url import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -34,8 +34,8 @@ from pypi_sdist import sdist
 from selection import intents, median, timed
 
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
-from pagedctx.host.ingest.walk import walk_roots
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.walk import DEFAULT_MAX_FILE_BYTES, walk_roots
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 

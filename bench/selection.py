@@ -46,10 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.host.code.languages import language_for_path
-from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES, Index
-from pagedctx.host.ingest.walk import walk_roots
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.walk import DEFAULT_MAX_FILE_BYTES, walk_roots
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import CollectedParts, build_catalog, load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.catalog_delta import build_catalog
+from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget

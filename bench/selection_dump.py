@@ -21,7 +21,7 @@ import time
 from pagedctx.errors import PagedctxError
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget

@@ -155,7 +155,8 @@ class Workspace:
         """Index `roots` (default: the workspace's), re-parsing only files whose content changed;
         `warm`: build or follow the selection catalog too and save it (what `select` starts from
         in a fresh process). The report, and the catalog's line when warmed."""
-        from pagedctx.host.select.catalog import CollectedParts, load_catalog
+        from pagedctx.host.select.catalog_cache import load_catalog
+        from pagedctx.host.select.file_parts import CollectedParts
 
         chosen = [str(r) for r in (roots if roots is not None else self.roots)]
         if not chosen:
@@ -201,7 +202,8 @@ class Workspace:
         `policy`: the baseline (BM25 + symbol-graph PageRank) or its router model. With
         repositories, from `repo` alone (indexed first); without, from the whole store's index."""
         from pagedctx.host.select import select_context
-        from pagedctx.host.select.catalog import CollectedParts, load_catalog
+        from pagedctx.host.select.catalog_cache import load_catalog
+        from pagedctx.host.select.file_parts import CollectedParts
         from pagedctx.protocol.text import clean_text
 
         policy = self._selection_policy()

@@ -15,7 +15,14 @@ from sample_repo import write_repo
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.records.trace import TraceWriter
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, Worker, run_session
+from pagedctx.host.session.loop import (
+    LoopOptions,
+    SessionParts,
+    SessionRequest,
+    SessionResult,
+    Worker,
+    run_session,
+)
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -74,9 +81,10 @@ def session(
     budget: int,
     rounds: int = 4,
     worker: Worker | None = None,
+    options: LoopOptions | None = None,
 ) -> tuple[Prepared, SessionResult]:
     """Run one in-process session over `inputs` (a SQLite store and the trace in tmp_path); the
-    worker is the baseline unless given."""
+    worker is the baseline unless given, the loop's rules the defaults unless `options` says."""
     counter = token_counter(None)
     index = Index(open_store(f"sqlite:///{tmp_path / 'state.db'}"))
     clock = Clock()
@@ -92,5 +100,11 @@ def session(
         or (lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final)),
         trace=TraceWriter(tmp_path / "trace.jsonl"),
     )
-    request = SessionRequest(session="s1", intent=intent, budget=Budget(total=budget), max_rounds=rounds)
+    request = SessionRequest(
+        session="s1",
+        intent=intent,
+        budget=Budget(total=budget),
+        max_rounds=rounds,
+        options=options or LoopOptions(),
+    )
     return prepared, run_session(prepared.state, request, parts)

@@ -20,7 +20,6 @@ from pagedctx.config import Config, load_config
 from pagedctx.engine import fixed_clock
 from pagedctx.errors import ConfigError, UsageError
 from pagedctx.host.records.trace import TRACE_VERSION, read_trace
-from pagedctx.host.session import setup
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.protocol.budget import Budget, BudgetShares
 from pagedctx.protocol.tokens import token_counter
@@ -160,19 +159,16 @@ def test_a_profile_pressure_share_changes_the_paging_through_the_session(tmp_pat
     assert len(segments) >= 4 and {p.place for p in segments} <= {"flow", "background", "hidden"}
 
 
-def test_the_recent_share_keeps_that_much_of_a_paged_history_in_the_flow(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_recent_share_keeps_that_much_of_a_paged_history_in_the_flow(tmp_path: Path) -> None:
     """Issue 14 item 3, P13: in protocol mode the latest segments stay in the flow within the
     budget's `recent` share; the older ones are Shelved (known, not shown). (A question about the
     past keeps none: tests/test_dialogue_addressing.py; that rule is off here.)"""
-    monkeypatch.setattr(setup, "ADDRESSED", 0)
     counter = token_counter(None)
     flows = []
     for recent in (0.0, 0.05, 1.0):  # 60 turns, 12 topic segments: 3 fit in 5% of 3,000 tokens
         shares = BudgetShares(huge_input=0.01, chat_pressure=0.02, recent=recent)
         prepared = prepare(
-            SessionInputs(dialogues=(_long_dialogue(tmp_path),)),
+            SessionInputs(dialogues=(_long_dialogue(tmp_path),), addressed=0),
             intent="which port",
             budget=Budget(total=3000, shares=shares),
             counter=counter,

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from pagedctx.errors import PagedctxError
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select import catalog as catalog_module
-from pagedctx.host.select import postings, select_context
-from pagedctx.host.select.catalog import Catalog, CollectedParts, build_catalog, follow
+from pagedctx.host.select import catalog_cache, postings, select_context
+from pagedctx.host.select.catalog import Catalog
+from pagedctx.host.select.catalog_cache import read_snapshot, save_snapshot
+from pagedctx.host.select.catalog_delta import build_catalog, follow
+from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.select.rank import rank
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -182,7 +184,7 @@ def run_ops(
             index.update([repo])
             catalog = follow(catalog, index)
             if step % 3 == 2:  # through a snapshot on disk now and then
-                catalog = Catalog.load(catalog.save(repo.parent / "snapshots"))
+                catalog = read_snapshot(save_snapshot(catalog, repo.parent / "snapshots"))
             assert_same(index, catalog, monkeypatch)
 
 
@@ -335,9 +337,7 @@ def test_parts_made_by_the_parsing_workers_build_the_same_catalog(
     assert_same(index, follow(built, index, again.parts), monkeypatch)
 
 
-def test_readers_never_see_a_half_written_snapshot(
-    workspace: tuple[Path, Index], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readers_never_see_a_half_written_snapshot(workspace: tuple[Path, Index]) -> None:
     """Issue 20 (the cache race seen once as a bm25s ResourceWarning under load): while one thread
     writes snapshots and prunes the others at once (no grace), readers that load from disk always
     get the whole catalog: a snapshot appears complete or not at all, and one removed under a
@@ -347,15 +347,14 @@ def test_readers_never_see_a_half_written_snapshot(
         (repo / f"f{number}.py").write_text(source(number))
     index.update([repo])
     expected = build_catalog(index)
-    monkeypatch.setattr(catalog_module, "GRACE_SECONDS", 0.0)
     errors: list[BaseException] = []
     stop = threading.Event()
 
     def writer() -> None:
         try:
             while not stop.is_set():
-                folder = catalog_module.catalog_dir(index.store.url)
-                catalog_module._prune(folder, expected.save(folder))
+                folder = catalog_cache.catalog_dir(index.store.url)
+                catalog_cache._prune(folder, save_snapshot(expected, folder), grace_seconds=0.0)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -363,8 +362,8 @@ def test_readers_never_see_a_half_written_snapshot(
     thread.start()
     try:
         for _ in range(40):
-            catalog_module._MEMO.clear()
-            loaded, _ = catalog_module.load_catalog(index)
+            catalog_cache._MEMO.clear()
+            loaded, _ = catalog_cache.load_catalog(index, grace_seconds=0.0)
             assert canonical(loaded) == canonical(expected)
     finally:
         stop.set()

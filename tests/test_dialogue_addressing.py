@@ -21,8 +21,8 @@ from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.router import _sittings, _Timeline, _with_sittings, address, with_replies
 from pagedctx.host.session import loop, setup
-from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
-from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
+from pagedctx.host.session.loop import LoopOptions, SessionParts, SessionRequest, SessionResult, run_session
+from pagedctx.host.session.setup import ADDRESSED, Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
@@ -88,10 +88,18 @@ class _Clock:
         return self.now
 
 
-def _run(path: Path, question: str, budget: int, start: datetime) -> tuple[Prepared, SessionResult]:
+def _run(
+    path: Path,
+    question: str,
+    budget: int,
+    start: datetime,
+    *,
+    addressed: int = ADDRESSED,
+    options: LoopOptions | None = None,
+) -> tuple[Prepared, SessionResult]:
     clock = _Clock(start)
     prepared = prepare(
-        SessionInputs(dialogues=(path,)),
+        SessionInputs(dialogues=(path,), addressed=addressed),
         intent=question,
         budget=Budget(total=budget),
         counter=COUNTER,
@@ -104,7 +112,13 @@ def _run(path: Path, question: str, budget: int, start: datetime) -> tuple[Prepa
         block_roots=list(prepared.roots),
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
     )
-    request = SessionRequest(session="s", intent=question, budget=Budget(total=budget), max_rounds=3)
+    request = SessionRequest(
+        session="s",
+        intent=question,
+        budget=Budget(total=budget),
+        max_rounds=3,
+        options=options or LoopOptions(),
+    )
     return prepared, run_session(prepared.state, request, parts)
 
 
@@ -263,18 +277,14 @@ def test_a_turn_by_the_person_asked_about_ranks_first(tmp_path: Path) -> None:
 
 
 @needs_wordnet
-def test_unused_budget_goes_to_the_next_turns_addressing_ranked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unused_budget_goes_to_the_next_turns_addressing_ranked(tmp_path: Path) -> None:
     """Issue 19 item 3, P12: the tokens governance leaves unused in a round are spent on the next
     turns addressing ranked, within the budget and with no further governance move."""
     path = _write(tmp_path / "d.jsonl", _turns(random.Random(6), sessions=20))
     question = "Who ran the charity marathon and how long did it take?"
     start = T0 + timedelta(days=200)
-    monkeypatch.setattr(loop, "FILL", False)
-    _, plain = _run(path, question, 1000, start)
-    monkeypatch.setattr(loop, "FILL", True)
-    _, filled = _run(path, question, 1000, start)
+    _, plain = _run(path, question, 1000, start, options=LoopOptions(fill=False))
+    _, filled = _run(path, question, 1000, start, options=LoopOptions(fill=True))
 
     def detail(result: SessionResult) -> set[str]:
         return {p for p, v in result.state.views.items() if v is View.DETAIL and p in result.state.pages}
@@ -290,9 +300,7 @@ def _latest_roots(prepared: Prepared) -> set[str]:
     return set(prepared.state.flow)
 
 
-def test_the_latest_turns_give_way_to_the_turns_addressing_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_latest_turns_give_way_to_the_turns_addressing_found(tmp_path: Path) -> None:
     """Issue 19 item 3, P3/P13: a question about the past finds a turn far back; the latest
     segments it does not address leave the flow for the index (an Evict step each; one comes back
     when a later round addresses it); without the rule more of them stay in the flow."""
@@ -301,14 +309,12 @@ def test_the_latest_turns_give_way_to_the_turns_addressing_found(
     path = _write(tmp_path / "d.jsonl", turns)
     question = "How long did Ilse take to swim the fjord?"
     start = T0 + timedelta(days=200)
-    monkeypatch.setattr(setup, "ADDRESSED", 0)  # prepare keeps the latest segments: the loop's rule acts
-    prepared, result = _run(path, question, 2000, start)
+    prepared, result = _run(path, question, 2000, start, addressed=0)  # the latest kept: the loop's rule acts
     latest = _latest_roots(prepared)
     assert latest
     gave_way = {s.target for s in result.steps if s.action == "Evict" and "gives way" in s.reason}
     assert gave_way and gave_way <= latest
-    monkeypatch.setattr(loop, "GIVE_WAY", False)
-    _, kept = _run(path, question, 2000, start)
+    _, kept = _run(path, question, 2000, start, addressed=0, options=LoopOptions(give_way=False))
     assert not any("gives way" in s.reason for s in kept.steps)
     shown_latest = latest & {*result.state.flow, *result.state.background}  # some come back when addressed
     assert len(shown_latest) < len(latest & {*kept.state.flow, *kept.state.background})
@@ -371,9 +377,7 @@ def test_words_most_turns_say_address_no_turn(tmp_path: Path) -> None:
     assert result.xml.count("<Node") > 0 and result.tokens <= 1200
 
 
-def test_the_question_turn_itself_does_not_make_the_latest_turns_give_way(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_question_turn_itself_does_not_make_the_latest_turns_give_way(tmp_path: Path) -> None:
     """Issue 19 item 3, P13: in a chat the latest user turn is the question and matches itself
     best; shown alone in Detail it is not a turn found, so the latest segments stay; a turn far
     back that the plan shows does make them give way."""
@@ -384,9 +388,12 @@ def test_the_question_turn_itself_does_not_make_the_latest_turns_give_way(
     turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
     turns.append({**turns[-1], "id": "ask", "speaker": "user", "text": question})
     path = _write(tmp_path / "d.jsonl", turns)
-    monkeypatch.setattr(setup, "ADDRESSED", 0)  # prepare keeps the latest segments
-    prepared = prepare(
-        SessionInputs(dialogues=(path,)), intent=question, budget=Budget(total=2000), counter=COUNTER, now=T0
+    prepared = prepare(  # addressed=0: prepare keeps the latest segments
+        SessionInputs(dialogues=(path,), addressed=0),
+        intent=question,
+        budget=Budget(total=2000),
+        counter=COUNTER,
+        now=T0,
     )
     state = prepared.state
     by_text = {getattr(p, "content", ""): pid for pid, p in state.pages.items()}

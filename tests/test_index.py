@@ -17,10 +17,12 @@ from pagedctx.cli import app
 from pagedctx.errors import UsageError
 from pagedctx.host.code import chunker as chunker_module
 from pagedctx.host.ingest import analyse as analyse_module
-from pagedctx.host.ingest import index as index_module
+from pagedctx.host.ingest import update as update_module
+from pagedctx.host.ingest import writes as writes_module
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import CollectedParts, load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
 
@@ -141,14 +143,14 @@ def test_an_update_runs_the_collector_rarely_and_puts_its_thresholds_back(index:
     """S1 (issue 20 item 2): while an update writes, Python's gc thresholds are the update's
     (`few_collections`); after it, and after one that fails midway, they are what they were."""
     seen: list[tuple[int, int, int]] = []
-    hook = index_module.FileHook(
+    hook = update_module.FileHook(
         derive=derive_nothing, collect=lambda path, stamp, part: seen.append(gc.get_threshold())
     )
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
     try:
         index.update([repo], hook=hook)
-        assert seen and set(seen) == {index_module._FEW_COLLECTIONS}
+        assert seen and set(seen) == {update_module._FEW_COLLECTIONS}
         assert gc.get_threshold() == (700, 10, 10)
         (repo / "app" / "helpers.py").write_text("def changed():\n    return 2\n")
 
@@ -156,7 +158,7 @@ def test_an_update_runs_the_collector_rarely_and_puts_its_thresholds_back(index:
             raise RuntimeError("collect failed")
 
         with pytest.raises(RuntimeError, match="collect failed"):
-            index.update([repo], hook=index_module.FileHook(derive=derive_nothing, collect=fail))
+            index.update([repo], hook=update_module.FileHook(derive=derive_nothing, collect=fail))
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         gc.set_threshold(*before)
@@ -513,8 +515,8 @@ def test_killed_update_leaves_a_readable_store_and_a_rerun_completes(tmp_path: P
     db = tmp_path / "killed.db"
     child = (
         "import sys, time\n"
-        "from pagedctx.host.ingest import index as m\n"
-        "m.BATCH_FILES = 20\n"
+        "from pagedctx.host.ingest import index as m, update\n"
+        "update.BATCH_FILES = 20\n"
         "def slow(phase, done, total):\n"
         "    if done == 100: print('started', flush=True)\n"
         "    if done > 100: time.sleep(0.01)\n"
@@ -551,7 +553,7 @@ def test_worker_processes_give_the_same_index(tmp_path: Path, repo: Path) -> Non
 
 
 def test_batches_are_whole_files(monkeypatch: pytest.MonkeyPatch, index: Index, repo: Path) -> None:
-    monkeypatch.setattr(index_module, "BATCH_FILES", 1)
+    monkeypatch.setattr(update_module, "BATCH_FILES", 1)
     report = index.update([repo])
     assert len(report.parsed) == 5 and index.status().chunks == report.chunks
 
@@ -591,15 +593,15 @@ def _small_streams(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     each write held."""
     monkeypatch.setattr(analyse_module, "STREAM_BYTES", 2000)
     monkeypatch.setattr(chunker_module, "SEGMENT_BYTES", 600)
-    monkeypatch.setattr(index_module, "BATCH_CHUNKS", 50)
+    monkeypatch.setattr(update_module, "BATCH_CHUNKS", 50)
     writes: list[int] = []
-    flush = index_module._Updater._flush
+    flush = writes_module.Writer.flush
 
-    def counted(self: index_module._Updater, pending: index_module._Pending) -> None:
+    def counted(self: writes_module.Writer, pending: writes_module.Pending) -> None:
         writes.append(len(pending.chunks))
         flush(self, pending)
 
-    monkeypatch.setattr(index_module._Updater, "_flush", counted)
+    monkeypatch.setattr(writes_module.Writer, "flush", counted)
     return writes
 
 
@@ -621,7 +623,7 @@ def test_a_large_file_is_written_in_batches_as_the_whole_file(
     assert parts.parts == whole_parts.parts
     for store_key in (keys.CHUNKS, keys.FILES_META, keys.BLOCKS, keys.HANDLES, keys.UNITS, "pagedctx/files"):
         assert streamed.store.hgetall(store_key) == whole.store.hgetall(store_key), store_key
-    assert streamed.store.hgetall(index_module.STREAMING) == {}
+    assert streamed.store.hgetall(keys.INDEX_STREAMING) == {}
     big.write_text(
         big.read_text().replace("def f7(x)", "def f7_renamed(x)").replace("def f9(x)", "def f9(y)")
     )
@@ -648,9 +650,9 @@ def test_a_large_file_left_half_written_is_swept(
     monkeypatch.undo()
     orphan = "big/generated.py::left_over"
     index.store.hset(keys.CHUNKS, {orphan: index.store.hget(keys.CHUNKS, "big/generated.py::f1") or ""})
-    index.store.hset(index_module.STREAMING, {"big/generated.py": "{}"})
+    index.store.hset(keys.INDEX_STREAMING, {"big/generated.py": "{}"})
     big.write_text(big.read_text() + "\ndef added():\n    pass\n")
     report = index.update([repo])
     assert report.parsed == ["big/generated.py"] and index.store.hget(keys.CHUNKS, orphan) is None
-    assert index.store.hgetall(index_module.STREAMING) == {}
+    assert index.store.hgetall(keys.INDEX_STREAMING) == {}
     assert_same_as_fresh(index, [repo], tmp_path)

@@ -27,8 +27,9 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import ConfigError, StoreError, UsageError
-from pagedctx.host.ingest import index as index_module
-from pagedctx.host.ingest.index import DEFAULT_WAIT_SECONDS, Index, index_wait_seconds
+from pagedctx.host.ingest import writes as writes_module
+from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.update import DEFAULT_WAIT_SECONDS, index_wait_seconds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
@@ -268,7 +269,7 @@ def test_an_update_killed_before_its_tree_is_finished_by_the_next_reader(
     def die(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # the process is killed here
 
-    monkeypatch.setattr(index_module._Updater, "_write_tree", die)
+    monkeypatch.setattr(writes_module.Writer, "write_tree", die)
     with pytest.raises(KeyboardInterrupt):
         index.update([repo])
     monkeypatch.undo()

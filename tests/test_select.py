@@ -22,14 +22,9 @@ from pagedctx.host.models.base import ModelRequest
 from pagedctx.host.models.recorded import ScriptedBackend
 from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.host.select import SelectOptions, select_context
-from pagedctx.host.select.catalog import (
-    _MEMO,
-    GRACE_SECONDS,
-    build_catalog,
-    catalog_dir,
-    file_part,
-    load_catalog,
-)
+from pagedctx.host.select.catalog_cache import _MEMO, GRACE_SECONDS, catalog_dir, load_catalog
+from pagedctx.host.select.catalog_delta import build_catalog
+from pagedctx.host.select.file_parts import file_part
 from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
 from pagedctx.host.select.selection import Candidate, Selection
 from pagedctx.host.store.url import open_store

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from sample_repo import write_files
 
-from pagedctx.host.ingest.index import FILES, Index
+from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.meta import FastMeta, FileMeta, stamp_role
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import ROLES, build_catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES
+from pagedctx.host.select.catalog_cache import load_catalog
+from pagedctx.host.select.catalog_delta import build_catalog
 from pagedctx.host.select.rank import intent_roles, rank
 from pagedctx.host.store import keys
 from pagedctx.host.store.url import open_store
@@ -155,10 +157,10 @@ def test_an_old_store_falls_back_to_the_path_rule(repo: Path, tmp_path: Path) ->
     stamps = index.store.hgetall(keys.FILES_META)
     old = {path: ":".join(stamp.split(":")[:5]) for path, stamp in stamps.items()}
     index.store.hset(keys.FILES_META, old)
-    raw = index.store.hmget(FILES, ["tests/test_ports.py"])[0]
+    raw = index.store.hmget(keys.FILES, ["tests/test_ports.py"])[0]
     assert raw is not None
     record = FileMeta.model_validate_json(raw).model_copy(update={"role": None})
-    index.store.hset(FILES, {"tests/test_ports.py": record.model_dump_json()})
+    index.store.hset(keys.FILES, {"tests/test_ports.py": record.model_dump_json()})
     catalog = build_catalog(index)
     roles = {path: catalog.role_of_path(i) for i, path in enumerate(catalog.paths)}
     assert roles["tests/test_ports.py"] == "test" and roles["app/ports.py"] == "source"

@@ -1,18 +1,16 @@
 """File spread (issue 18, item 2's file recall; S5): before the other skeletons, the next-ranked
 files not yet shown get the skeleton of their best chunk, while it scores at least
-`diamond.SPREAD_FLOOR` of the best."""
+`SelectOptions.spread_floor` of the best."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from sample_repo import write_files
 
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select import diamond, select_context
-from pagedctx.host.select.catalog import load_catalog
-from pagedctx.host.select.diamond import SPREAD_FLOOR
+from pagedctx.host.select import select_context
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.rank import rank
 from pagedctx.host.select.selection import Selection, SelectOptions
 from pagedctx.host.store.url import open_store
@@ -59,17 +57,15 @@ def test_the_next_ranked_file_gets_a_skeleton_before_the_twins(tmp_path: Path) -
     assert spread.tokens <= 400 and plain.tokens <= 400
 
 
-def test_files_under_the_floor_get_no_spread_skeleton(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_files_under_the_floor_get_no_spread_skeleton(tmp_path: Path) -> None:
     """S5: with no floor, `notes.py`'s function is spread in too (before the twins' skeletons)."""
-    monkeypatch.setattr(diamond, "SPREAD_FLOOR", 0.0)
-    selection = _select(tmp_path, SelectOptions())
+    selection = _select(tmp_path, SelectOptions(spread_floor=0.0))
     assert _shown(selection) == {"tax.py::invoice_tax": "skeleton", "notes.py::invoice_note": "skeleton"}
 
 
 def test_the_floor_is_a_share_of_the_best_score(tmp_path: Path) -> None:
-    """S5: `tax.py`'s function scores above `SPREAD_FLOOR` of the best, `notes.py`'s below it."""
+    """S5: `tax.py`'s function scores above `spread_floor` of the best, `notes.py`'s below it."""
+    floor = SelectOptions().spread_floor
     index = Index(open_store(f"sqlite:///{tmp_path / 's.db'}"))
     index.update([write_files(tmp_path / "repo", FILES)])
     catalog, _ = load_catalog(index)
@@ -77,4 +73,4 @@ def test_the_floor_is_a_share_of_the_best_score(tmp_path: Path) -> None:
     best = float(ranking.scores.max())
     tax, note = catalog.row("tax.py::invoice_tax"), catalog.row("notes.py::invoice_note")
     assert tax is not None and note is not None
-    assert ranking.scores[tax] >= SPREAD_FLOOR * best > ranking.scores[note] > 0
+    assert ranking.scores[tax] >= floor * best > ranking.scores[note] > 0

@@ -10,7 +10,7 @@ import pytest
 
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select import select_context
-from pagedctx.host.select.catalog import load_catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.rank import CONTEXT, FLOW, is_entry_point, rank
 from pagedctx.host.select.selection import SelectOptions
 from pagedctx.host.store.url import open_store

@@ -24,9 +24,9 @@ from pagedctx.host.records.trace import read_trace
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.model_backed import ModelRouter, ModelWorker
 from pagedctx.host.roles.transport import LocalRouter
-from pagedctx.host.session import loop, setup
 from pagedctx.host.session.loop import (
     NODE_TOKENS,
+    LoopOptions,
     SessionParts,
     SessionRequest,
     _frame_tokens,
@@ -236,14 +236,12 @@ def test_topic_segments_of_one_turn_are_the_turn_itself(tmp_path: Path) -> None:
     assert alone and all(p.id not in state.parents for p in alone)
 
 
-def test_governance_steps_stay_out_of_the_shown_trace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_governance_steps_stay_out_of_the_shown_trace(tmp_path: Path) -> None:
     """P12: every dehydration is in the JSONL trace; the worker's <Reasoning_Trace> shows worker steps."""
-    monkeypatch.setattr(setup, "ADDRESSED", 0)  # the latest segments enter the flow: governance acts
     dialogue = _long_history(tmp_path)
     intent = "which port is used by the service on the staging box"
-    _, result = session(SessionInputs(dialogues=(dialogue,)), tmp_path, intent, budget=1200)
+    inputs = SessionInputs(dialogues=(dialogue,), addressed=0)  # the latest segments enter: governance acts
+    _, result = session(inputs, tmp_path, intent, budget=1200)
     governance = {"Dehydrate", "Fold", "Evict"}
     assert any(step.action in governance for step in result.steps)
     shown = parse_document(result.xml).trace
@@ -274,10 +272,9 @@ def test_pages_consulted_in_the_last_round_stay_in_the_final_focus(
         return json.dumps({"ok": True, "meta": meta, "data": data})
 
     intent = "which port is used by the service on the staging box"
-    inputs = SessionInputs(dialogues=(dialogue,))
-    monkeypatch.setattr(setup, "ADDRESSED", 0)  # the latest segments enter the flow
-    monkeypatch.setattr(loop, "GIVE_WAY", False)  # and stay in Summary: one to consult
-    _, result = session(inputs, tmp_path, intent, budget=1500, rounds=1, worker=worker)
+    inputs = SessionInputs(dialogues=(dialogue,), addressed=0)  # the latest segments enter the flow
+    kept = LoopOptions(give_way=False)  # and stay in Summary: one to consult
+    _, result = session(inputs, tmp_path, intent, budget=1500, rounds=1, worker=worker, options=kept)
     assert consulted, "the first view shows a summary to consult"
     assert consulted[0] in result.focus
     assert result.state.views[consulted[0]] is not View.SUMMARY

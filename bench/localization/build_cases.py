@@ -51,8 +51,7 @@ from typing import TypedDict
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.code.chunker import chunk_file
 from pagedctx.host.ingest.file_role import FileRole, file_role
-from pagedctx.host.ingest.index import DEFAULT_MAX_FILE_BYTES
-from pagedctx.host.ingest.walk import walk_roots
+from pagedctx.host.ingest.walk import DEFAULT_MAX_FILE_BYTES, walk_roots
 
 HERE = Path(__file__).resolve().parent
 #: Cases live outside any git checkout: the index applies the .gitignore files of the repository a

@@ -77,7 +77,10 @@ DEFAULT_CASES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 #: Indexed stores of case trees, one per case, in a folder named for the code that made them.
 INDEX_CACHE = DEFAULT_CASES.parent / "loc-index"
 #: The code an indexed store depends on (its fingerprint names the cache folder).
-INDEX_CODE = ("ingest", "code", "store", "text", "select/catalog.py")  # under pagedctx.host
+INDEX_CODE = (  # under pagedctx.host
+    "ingest", "code", "store", "text",
+    "select/catalog.py", "select/catalog_delta.py", "select/catalog_cache.py", "select/file_parts.py",
+)  # fmt: skip
 BUDGETS = (1000, 2000, 4000, 8000, 32000)
 SELECTORS = ("file-bm25", "chunk-bm25", "chunk-bm25-code", "def-bm25", "ours")
 #: What `def-bm25` ranks: functions, methods and classes (and the class-like kinds of Go, Rust, TS

@@ -12,6 +12,8 @@ share from a bare number. The shares and where they are read:
 - `trace`: what the shown `<Reasoning_Trace>` may take (host/session/loop.py);
 - `hot_tokens`, `min_hot`, `max_hot`: how many pages the router opens Hot, one per `hot_tokens`
   of the budget within [`min_hot`, `max_hot`] (loop.py over host/roles/router.py);
+- `history_detail`: what history turns the router shows in Detail past `max_hot` may take, less
+  what the document costs before any page (loop.py over host/roles/router.py);
 - `huge_input`, `chat_pressure`: the sentry leaves chat mode when one input takes `huge_input`
   of the budget or history and input together reach `chat_pressure` (host/session/sentry.py);
 - `merge_pressure`: a round whose view took this much hands old roots to the Consolidator
@@ -46,6 +48,9 @@ class BudgetShares(BaseModel):
     hot_tokens: int = Field(default=250, gt=0, description="router: one Hot page per this many tokens")
     min_hot: int = Field(default=2, ge=0, description="router: at least this many Hot pages")
     max_hot: int = Field(default=12, ge=0, description="router: at most this many Hot pages")
+    history_detail: float = Field(
+        default=0.95, ge=0, le=1, description="router: history turns shown in Detail past max_hot, at most"
+    )
     huge_input: float = Field(default=0.5, gt=0, le=1, description="sentry: one input this large pages")
     chat_pressure: float = Field(default=0.8, gt=0, le=1, description="sentry: history + input to page")
     merge_pressure: float = Field(default=0.9, gt=0, le=1, description="consolidation: view size to merge")
@@ -103,6 +108,11 @@ class Budget(BaseModel):
     def max_hot(self) -> int:
         """How many pages the router may open Hot: one per `hot_tokens`, within [min_hot, max_hot]."""
         return max(self.shares.min_hot, min(self.shares.max_hot, self.total // self.shares.hot_tokens))
+
+    @property
+    def history_detail_tokens(self) -> int:
+        """Tokens history turns shown in Detail past `max_hot` may take (the frame not yet taken off)."""
+        return int(self.total * self.shares.history_detail)
 
     @property
     def huge_input_tokens(self) -> float:

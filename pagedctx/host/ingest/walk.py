@@ -16,7 +16,7 @@ What it passes over and why:
 - `symlink_loop`: a link to a folder already being walked, or a link that cannot be resolved;
 - `too_large`: over the size limit;
 - `unreadable`: a folder or file the OS refuses to list or stat.
-Binary and non-UTF-8 content is judged later, when the content is read (see `index.py`).
+Binary and non-UTF-8 content is judged later, when the content is read (see `analyse.py`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # imported by the walk itself: a `select` on an indexed store never walks
     import pathspec
 
-__all__ = ["ALWAYS_IGNORED", "FoundFile", "SkipReason", "Skipped", "WalkResult", "walk_roots", "why_empty"]
+__all__ = [
+    "ALWAYS_IGNORED",
+    "DEFAULT_MAX_FILE_BYTES",
+    "FoundFile",
+    "SkipReason",
+    "Skipped",
+    "WalkResult",
+    "walk_roots",
+    "why_empty",
+]
 
 ALWAYS_IGNORED = frozenset({".git", ".hg", ".svn", ".pagedctx"})
+DEFAULT_MAX_FILE_BYTES = 1 << 20  # larger files are skipped (`too_large`) unless a root says otherwise
 
 
 class SkipReason(enum.StrEnum):

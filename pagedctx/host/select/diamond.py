@@ -9,7 +9,7 @@ L2.5 negative selection: the policy decides which dependencies keep their body; 
     as skeletons;
 fit exact token counts (the index's tokenizer; stored with each chunk) in priority order: core
     bodies (up to the budget's `core` share), a skeleton for each next-ranked file not yet shown
-    (`SelectOptions.spread_files`, rows over `SPREAD_FLOOR` of the best), dependencies, skeletons
+    (`SelectOptions.spread_files`, rows over `spread_floor` of the best), dependencies, skeletons
     of the next-ranked candidates (up to its `skeleton` share), bodies for the best skeletons while
     they fit, then more skeletons; a definition inside a body already shown is never repeated;
 evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
@@ -29,7 +29,8 @@ from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.capped import capped_skeleton, direct_members
-from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES, Catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.policy import TYPE_KINDS, BaselineSelectionPolicy, SelectionPolicy
 from pagedctx.host.select.rank import Ranking, rank
 from pagedctx.host.select.selection import (
@@ -50,7 +51,6 @@ _OFFERED = 60  # candidates shown to the L1 decider (a model reads their skeleto
 _CHEAP_BODY = 1.5  # an L2 body within this factor (+ 20 tokens) of its skeleton is taken at once
 _UPGRADE_RATIO = 0.25  # of the best core score: a skeleton under it is upgraded after the last skeletons
 _MEMBER_RATIO = 0.5  # a class too big to show whole: its members scoring this share of its score
-SPREAD_FLOOR = 0.3  # of the best score: a file whose best row scores under it gets no spread skeleton
 FLOW_MIN_BUDGET = 8000  # tokens: `SelectOptions.flow=None` follows the request flow from this budget on
 _EVIDENCE_SYMBOLS = 40  # a symbol used by more chunks than this says little about what a test checks
 
@@ -187,9 +187,9 @@ class _Pipeline:
 
     def _spread(self, ranked: list[int], limit: float) -> None:
         """Until `spread_files` files are shown: a skeleton of the best row that fits in each next-ranked
-        file not yet shown, while rows score at least `SPREAD_FLOOR` of the best (within `limit`)."""
+        file not yet shown, while rows score at least `spread_floor` of the best (within `limit`)."""
         shown = {int(self.catalog.path_of[r]) for r in self.picks}
-        floor = SPREAD_FLOOR * float(self.ranking.scores[ranked[0]]) if ranked else 0.0
+        floor = self.options.spread_floor * float(self.ranking.scores[ranked[0]]) if ranked else 0.0
         for row in ranked:
             if len(shown) >= self.options.spread_files or self.ranking.scores[row] < floor:
                 return

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pagedctx.errors import UsageError
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.select.catalog import ROLES, Catalog, load_catalog
+from pagedctx.host.select.catalog import ROLES, Catalog
+from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.graph import MAX_DEFINITIONS
 from pagedctx.host.select.rank import intent_roles, lexical_scores
 from pagedctx.host.text.terms import identifiers, terms

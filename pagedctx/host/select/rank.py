@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from pagedctx.errors import NoSearchTerms
-from pagedctx.host.select.catalog import ROLES, Catalog, path_terms
+from pagedctx.host.select.catalog import ROLES, Catalog
+from pagedctx.host.select.file_parts import path_terms
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
 from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable, word_terms
 

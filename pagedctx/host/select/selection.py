@@ -78,8 +78,14 @@ class SelectOptions(BaseModel):
         default=16,
         ge=0,
         description="before the other skeletons, one skeleton (its best chunk that fits) for each next-"
-        "ranked file not yet shown until this many files are, among rows scoring at least 0.3 of the best "
-        "(diamond.SPREAD_FLOOR): the files the intent reaches are named; 0: off",
+        "ranked file not yet shown until this many files are, among rows scoring at least `spread_floor` "
+        "of the best: the files the intent reaches are named; 0: off",
+    )
+    spread_floor: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="of the best score: a file whose best row scores under it gets no spread skeleton",
     )
     file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
     l2_compete: bool = Field(

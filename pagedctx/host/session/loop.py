@@ -56,17 +56,40 @@ from pagedctx.protocol.instructions_text import system_instructions
 from pagedctx.protocol.render import node_lines
 from pagedctx.protocol.tokens import TokenCounter
 
-__all__ = ["RoundReport", "SessionParts", "SessionRequest", "SessionResult", "Worker", "run_session"]
+__all__ = [
+    "LoopOptions",
+    "RoundReport",
+    "SessionParts",
+    "SessionRequest",
+    "SessionResult",
+    "Worker",
+    "run_session",
+]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
-FILL = True
 FILL_TRIES = 3  # renders the fill may try: all the turns that fit, then the first half, the first quarter
-GIVE_WAY = True
-HOT_SHARE = 0.95  # of the budget less the frame, at most, for history turns the router shows in Detail
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
+
+
+class LoopOptions(BaseModel):
+    """Rules of the turn that a caller may switch off (tests and benchmarks, to see what each one
+    does); the defaults are what every session runs with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fill: bool = Field(
+        default=True,
+        description="the tokens governance leaves unused in a round go to the next turns addressing ranked "
+        "(`_filled`, P12)",
+    )
+    give_way: bool = Field(
+        default=True,
+        description="when addressing shows a turn of the history in Detail, the latest turns a paged "
+        "dialogue keeps in the flow go to the index (`_give_way`, P13)",
+    )
 
 
 class SessionRequest(BaseModel):
@@ -87,6 +110,7 @@ class SessionRequest(BaseModel):
         description="False: the Router does not address pages this time (an agent's own zoom moves "
         "on a context it has seen: nothing it shelved comes back unasked)",
     )
+    options: LoopOptions = Field(default_factory=LoopOptions)
 
 
 class RoundReport(BaseModel):
@@ -137,14 +161,14 @@ class SessionParts:
 
 def _router_config(config: RouterConfig, budget: Budget, frame: int = 0) -> RouterConfig:
     """The router's settings for a session: the budget's `max_hot` unless set, and history turns in
-    Detail past it within `HOT_SHARE` of the budget less the `frame` (issue 19: the rest is the
-    trace and what the worker zooms into; governance keeps the best that fit and lets the far field
-    and the latest segments go first)."""
+    Detail past it within the budget's `history_detail` share less the `frame` (issue 19: the rest
+    is the trace and what the worker zooms into; governance keeps the best that fit and lets the far
+    field and the latest segments go first)."""
     update: dict[str, int] = {}
     if config.max_hot is None:
         update["max_hot"] = budget.max_hot
     if config.hot_tokens is None:
-        update["hot_tokens"] = max(0, int(budget.total * HOT_SHARE) - frame)
+        update["hot_tokens"] = max(0, budget.history_detail_tokens - frame)
     return config.model_copy(update=update) if update else config
 
 
@@ -261,7 +285,7 @@ def _filled(
     churn); else the first half of those turns is tried, and so on (`FILL_TRIES` renders at most),
     else the view as it was. Only where the router fills the budget with turns (`hot_tokens`, a
     dialogue paged)."""
-    if not FILL or not plan.relevance or parts.router.hot_tokens == 0:
+    if not request.options.fill or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
     spare = request.budget.total - synthesis.tokens
@@ -499,7 +523,7 @@ def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section
         allowance = max(1, (request.budget.total - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
         last_relevance = _relevance(state, plan.relevance)
-        state, gave_way = _give_way(state, plan) if GIVE_WAY else (state, [])
+        state, gave_way = _give_way(state, plan) if request.options.give_way else (state, [])
         boundary.extend(gave_way)
         _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)

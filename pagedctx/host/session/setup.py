@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, InstanceOf
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from pagedctx.errors import NoSearchTerms
 from pagedctx.host.blocks.base import Piece, ProviderSet, materialize
@@ -44,16 +44,27 @@ from pagedctx.pages.state import Placement, Transition
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.tokens import TokenCounter
 
-__all__ = ["Prepared", "SessionInputs", "prepare"]
+__all__ = ["ADDRESSED", "Prepared", "SessionInputs", "prepare"]
+
+ADDRESSED = 5  # the intent's best matches among a dialogue's turns that say where it looks
+ADDRESSED_SHARE = 0.5  # of the best match's score, at least
 
 
 class SessionInputs(BaseModel):
+    """What a session is prepared from, and how a paged dialogue is laid out."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     repos: tuple[Path, ...] = ()
     dialogues: tuple[Path, ...] = ()
     docs: tuple[Path, ...] = ()
     segment_tokens: int = 160
+    addressed: int = Field(
+        default=ADDRESSED,
+        ge=0,
+        description="a paged dialogue: the intent's best matches among its turns (`_addressed`); when all "
+        "are older than the latest segments, none of those stays in the flow; 0: the latest stay",
+    )
 
 
 class Prepared(BaseModel):
@@ -207,10 +218,6 @@ def _dialogue_pages(
     return pages, views, shelved
 
 
-ADDRESSED = 5  # the intent's best matches among a dialogue's turns that say where it looks
-ADDRESSED_SHARE = 0.5  # of the best match's score, at least
-
-
 def _informative(turns: Sequence[Piece], words: Sequence[str]) -> list[str]:
     """The words that can address a turn: those with a term not `too_common` among the turns (the
     router's page search skips such a term), so a question only such words match ("which service
@@ -220,16 +227,18 @@ def _informative(turns: Sequence[Piece], words: Sequence[str]) -> list[str]:
     return [w for w in words if any(not too_common(said[t], len(turns)) for t in terms(w))]
 
 
-def _addressed(provider: DialogueProvider, turns: Sequence[Piece], intent: str) -> frozenset[str]:
+def _addressed(
+    provider: DialogueProvider, turns: Sequence[Piece], intent: str, limit: int = ADDRESSED
+) -> frozenset[str]:
     """The handles of the turns the intent matches best (BM25 over the turns, P16): at most
-    `ADDRESSED`, within `ADDRESSED_SHARE` of the best; none when its words match no turn or only
-    terms most turns say (`_informative`)."""
+    `limit`, within `ADDRESSED_SHARE` of the best; none when its words match no turn or only terms
+    most turns say (`_informative`)."""
     words = _informative(turns, list(Intent.of(intent).words))
     if not words:
         return frozenset()
     handles = {t.handle for t in turns}
     result = provider.search(provider.roots()[0].handle, words, ADDRESSED_SHARE)
-    return frozenset([p.handle for p in result.hits if p.handle in handles][:ADDRESSED])
+    return frozenset([p.handle for p in result.hits if p.handle in handles][:limit])
 
 
 def _selected(
@@ -320,7 +329,8 @@ def prepare(
             budget=budget,
         )
         for provider, turns in dialogue_turns:
-            addressed = _addressed(provider, turns, intent) if decision.mode != "chat" else frozenset()
+            paged_mode = decision.mode != "chat"
+            addressed = _addressed(provider, turns, intent, inputs.addressed) if paged_mode else frozenset()
             pages, views, hidden = _dialogue_pages(
                 turns, decision, taken, inputs.segment_tokens, budget.recent_tokens, addressed=addressed
             )

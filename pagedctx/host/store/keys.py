@@ -5,10 +5,13 @@ from __future__ import annotations
 __all__ = [
     "BLOCKS",
     "CHUNKS",
+    "FILES",
     "FILES_META",
     "HANDLES",
     "INDEX_META",
     "INDEX_PENDING",
+    "INDEX_STREAMING",
+    "SKIPPED",
     "SOLUTIONS",
     "SYMBOL_PREFIX",
     "UNITS",
@@ -28,6 +31,9 @@ UNIT_CHUNKS = "pagedctx/unit_chunks"  # hash: unit number -> chunk id
 UNIT_NEXT = "pagedctx/unit_next"  # string: the next unit number to hand out
 INDEX_META = "pagedctx/index"  # string: IndexMeta JSON (base, roots, settings, last update, counts)
 INDEX_PENDING = "pagedctx/index_pending"  # hash: absolute root -> the writer updating it (cleared at the end)
+INDEX_STREAMING = "pagedctx/index_streaming"  # hash: path of a large file being written in batches -> mark
+FILES = "pagedctx/files"  # hash: path -> FileMeta JSON (the full record, read when the file changes)
+SKIPPED = "pagedctx/skipped"  # hash: path -> {"reason", "detail"[, "stamp"]} JSON
 
 
 def symbol_key(symbol: str) -> str:
