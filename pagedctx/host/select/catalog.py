@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import numpy as np
+from cachetools import FIFOCache
 
 from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.file_role import FileRole, file_role
@@ -959,9 +960,11 @@ def _prune(folder: Path, keep: Path) -> None:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
-_MEMO: dict[tuple[str, str], Catalog] = {}
-_MEMO_LOCK = threading.Lock()
 _MEMO_SIZE = 4
+# (store url, index instance) -> its catalog; a hit does not refresh an entry, a catalog followed
+# or built goes last, the first remembered goes first when full
+_MEMO: FIFOCache[tuple[str, str], Catalog] = FIFOCache(_MEMO_SIZE)
+_MEMO_LOCK = threading.Lock()
 
 
 @dataclass
@@ -976,10 +979,7 @@ class CatalogLoad:
 
 def _remember(key: tuple[str, str], catalog: Catalog) -> None:
     with _MEMO_LOCK:
-        _MEMO.pop(key, None)
         _MEMO[key] = catalog
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)))
 
 
 def load_catalog(
