@@ -158,3 +158,22 @@ def test_a_served_models_tokenizer_comes_from_the_local_hub_cache(
     assert counter.count("hello world hello") == 3 and counter.name.endswith("tokenizer.json")
     with pytest.raises(TokenizerError, match="huggingface-cli download acme/missing"):
         token_counter("hf:acme/missing")
+
+
+def test_the_count_cache_evicts_the_least_recently_used_and_a_size_of_zero_keeps_nothing() -> None:
+    """Issue 33 (D5, counts cached): the counter's cache (cachetools' LRU) keeps its size,
+    a hit makes an entry the most recent, the least recently used goes first."""
+    calls: list[str] = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    counter = CachedCounter("test", length, max_entries=2)
+    for text in ("a", "bb", "a", "ccc", "a", "bb"):  # "ccc" evicts "bb", not the recently used "a"
+        counter.count(text)
+    assert calls == ["a", "bb", "ccc", "bb"]
+    assert (counter.hits, counter.misses) == (2, 4)
+    nothing = CachedCounter("test", length, max_entries=0)
+    assert [nothing.count("a"), nothing.count("a")] == [1, 1]
+    assert calls[-2:] == ["a", "a"] and (nothing.hits, nothing.misses) == (0, 2)

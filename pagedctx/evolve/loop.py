@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cachetools import LRUCache
+
 from pagedctx.errors import ProtocolFault, UsageError
 from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
 from pagedctx.evolve.history import AttemptHistory, Consolidator, describe
@@ -158,7 +160,7 @@ class Evolution:
         self.counter = engine.counter
         self._index_store = engine.open_store(f"sqlite:///{Path(meta.home).resolve() / 'index.db'}")
         self._history: AttemptHistory | None = None
-        self._selections: dict[str, str] = {}  # tree digest -> selected code
+        self._selections: LRUCache[str, str] = LRUCache(SELECTIONS_KEPT)  # tree digest -> selected code
         # (attempt number, the generator's payload) before each generator call: a bundle keeps it
         self.on_payload: Callable[[int, dict[str, Any]], None] | None = None
         # the history's Consolidator when not the profile's (a bundle records or replays its calls)
@@ -430,16 +432,14 @@ class Evolution:
         key = hashlib.sha256(
             json.dumps([self.task.goal, self._code_budget, sorted(overlay.items())]).encode()
         ).hexdigest()
-        known = self._selections.pop(key, None)
+        known = self._selections.get(key)  # now the most recently used
         if known is None:
             index = self.engine.index(self._index_store)
             index.update([self.workspace.work])
             budget = self.engine.budget(self._code_budget)
             selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
             known = selection_text(index, selection)
-        self._selections[key] = known  # most recently used last
-        while len(self._selections) > SELECTIONS_KEPT:
-            self._selections.pop(next(iter(self._selections)))
+        self._selections[key] = known  # full: the least recently used selection goes first
         return known
 
     def history(self) -> AttemptHistory:

@@ -13,16 +13,18 @@ its folder>`, or `hf:<org>/<model>`: the served model's tokenizer from the local
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from cachetools import LRUCache
 
 from pagedctx.errors import TokenizerError
 from pagedctx.protocol.bpe_crate import crate_counter
@@ -81,8 +83,7 @@ class CachedCounter:
         self._encode_length = encode_length
         self.line_additive = line_additive  # counts sum over line blocks (see _LINE_ADDITIVE_PATTERNS)
         self.engine = engine or name.split(":", 1)[0]  # what counts ("bpe-openai": see bpe_crate)
-        self._cache: OrderedDict[str | bytes, int] = OrderedDict()
-        self._max_entries = max_entries
+        self._cache: LRUCache[str | bytes, int] = LRUCache(max_entries)
         self.hits = 0
         self.misses = 0
 
@@ -97,16 +98,17 @@ class CachedCounter:
             if len(text) <= _INLINE_KEY_CHARS
             else hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         )
-        cached = self._cache.get(key)
-        if cached is not None:
+        try:
+            cached = self._cache[key]  # a hit makes it the most recently used
+        except KeyError:
+            pass
+        else:
             self.hits += 1
-            self._cache.move_to_end(key)
             return cached
         self.misses += 1
         value = self._encode_length(text)
-        self._cache[key] = value
-        if len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
+        with contextlib.suppress(ValueError):  # a cache of no entries keeps nothing
+            self._cache[key] = value  # full: the least recently used count goes first
         return value
 
     def line_counter(self) -> Callable[[str], int]:

@@ -27,12 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-import bm25s
 import numpy as np
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
+from pagedctx.host.text.bm25 import Corpus
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import (
     ConsolidatedPage,
@@ -229,24 +229,18 @@ def _search_terms(piece: Piece) -> list[str]:
 
 
 class _Bm25:
-    """A BM25 model over a fixed list of pieces (built once per block, then reused)."""
+    """BM25 over a fixed list of pieces (built once per block, then reused)."""
 
     def __init__(self, pieces: Sequence[Piece]) -> None:
         self.pieces = list(pieces)
-        corpus = [_search_terms(p) for p in self.pieces]
-        if not any(corpus):  # no terms at all: a placeholder keeps the maths defined
-            corpus = [["\x00"] for _ in corpus]
-        self.model: bm25s.BM25 | None = None
-        if corpus:
-            self.model = bm25s.BM25(k1=1.2, b=0.75)
-            self.model.index(corpus, show_progress=False)
+        self.corpus = Corpus.of([_search_terms(p) for p in self.pieces])
 
     def search(self, keywords: Sequence[str], threshold: float) -> SearchResult:
         words = check_search(keywords, threshold)
         query = terms(" ".join(words))
-        if self.model is None or not query:
+        if not query:
             return SearchResult(hits=[], physical=len(self.pieces))
-        scores = np.asarray(self.model.get_scores(query), dtype=np.float64)[: len(self.pieces)]
+        scores = np.asarray(self.corpus.scores(query), dtype=np.float64)
         best = float(scores.max()) if len(scores) else 0.0
         if best <= 0:
             return SearchResult(hits=[], physical=len(self.pieces))
@@ -260,7 +254,8 @@ class _Bm25:
 
 
 def search_pieces(pieces: Sequence[Piece], keywords: Sequence[str], threshold: float) -> SearchResult:
-    """BM25 (bm25s, code-aware terms) over `pieces`; hits score at least `threshold` x the best (P16)."""
+    """BM25 (`bm25.Corpus`, code-aware terms) over `pieces`; hits score at least `threshold` x the
+    best (P16)."""
     return _Bm25(pieces).search(keywords, threshold)
 
 

@@ -36,6 +36,7 @@ Folder names compare case-insensitively; paths are POSIX, relative to the tree's
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -130,16 +131,10 @@ class GitAttributes(BaseModel):
         return {name: value for name, value in found.items() if value is not None}
 
 
-_PATTERN_CACHE: dict[str, re.Pattern[str]] = {}
-
-
+@functools.cache
 def _compiled(pattern: str) -> re.Pattern[str]:
-    compiled = _PATTERN_CACHE.get(pattern)
-    if compiled is None:
-        regex, include = GitIgnoreSpecPattern.pattern_to_regex(pattern)
-        compiled = re.compile(regex) if regex is not None and include else re.compile(r"(?!)")
-        _PATTERN_CACHE[pattern] = compiled
-    return compiled
+    regex, include = GitIgnoreSpecPattern.pattern_to_regex(pattern)
+    return re.compile(regex) if regex is not None and include else re.compile(r"(?!)")
 
 
 def parse_gitattributes(text: str, base: str = "") -> tuple[AttributeRule, ...]:

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from cachetools import LRUCache
 
 from pagedctx.host.code.chunk import Chunk, ChunkKind
 from pagedctx.host.code.languages import language_for_path
@@ -104,7 +105,7 @@ class CallGraph:
         self.lookups = lookups
         self.max_definitions = max_definitions
         self._edges: dict[str, tuple[list[Edge], list[Edge]]] = {}
-        self._files: OrderedDict[str, CodeUses | None] = OrderedDict()
+        self._files: LRUCache[str, CodeUses | None] = LRUCache(_CACHED_FILES)
         self._texts: dict[str, CodeUses | None] = {}
         self._imports: dict[str, tuple[dict[str, Import], tuple[str, ...]]] = {}
         self._resolved: dict[tuple[str, str, str, str | None, bool], list[Chunk]] = {}
@@ -415,13 +416,10 @@ class CallGraph:
     def file_code(self, path: str) -> CodeUses | None:
         """The parsed file as indexed (None: no grammar, not indexed, or changed on disk)."""
         if path in self._files:
-            self._files.move_to_end(path)
-            return self._files[path]
+            return self._files[path]  # now the most recently used
         found = self.lookups.source(path)
         code = code_uses(found[0], found[1]) if found is not None and found[1] is not None else None
-        self._files[path] = code
-        if len(self._files) > _CACHED_FILES:
-            self._files.popitem(last=False)
+        self._files[path] = code  # full: the least recently used file goes first
         return code
 
     def code_of(self, chunk: Chunk) -> CodeUses | None:

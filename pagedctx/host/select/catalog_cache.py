@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from cachetools import FIFOCache
 
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.select.catalog import SNAPSHOT_DRIFT, Catalog, Vocabulary
@@ -182,9 +183,11 @@ def _prune(folder: Path, keep: Path, grace_seconds: float) -> None:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
-_MEMO: dict[tuple[str, str], Catalog] = {}
-_MEMO_LOCK = threading.Lock()
 _MEMO_SIZE = 4
+# (store url, index instance) -> its catalog; a hit does not refresh an entry, a catalog followed
+# or built goes last, the first remembered goes first when full
+_MEMO: FIFOCache[tuple[str, str], Catalog] = FIFOCache(_MEMO_SIZE)
+_MEMO_LOCK = threading.Lock()
 
 
 @dataclass
@@ -199,10 +202,7 @@ class CatalogLoad:
 
 def _remember(key: tuple[str, str], catalog: Catalog) -> None:
     with _MEMO_LOCK:
-        _MEMO.pop(key, None)
         _MEMO[key] = catalog
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)))
 
 
 def load_catalog(

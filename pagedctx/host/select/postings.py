@@ -6,14 +6,13 @@ list drops the entries of removed rows, renumbers the rest and inserts the new o
 (`Postings.spliced`), in time proportional to the arrays copied, with no sort of the whole. Both
 give exactly the arrays a build from scratch gives (`Postings.invert`): within a key, rows ascend.
 
-`Field` is a BM25 index (Lucene idf, k1=1.2, b=0.75) kept as postings of term frequencies; it
-computes at query time, for the query's terms only, the float32 scores bm25s precomputes, bit for
-bit, so a ranking does not change when the index behind it became incremental.
+`Field` is a BM25 index kept as postings of term frequencies; it computes at query time, for the
+query's terms only, the float32 scores of `pagedctx.host.text.bm25.scores` (those bm25s
+precomputes, bit for bit), so a ranking does not change when the index behind it is spliced.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from itertools import chain
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
+
+from pagedctx.host.text import bm25
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -30,10 +31,8 @@ if TYPE_CHECKING:
     ScoreArray: TypeAlias = npt.NDArray[np.float32]
 
 
-__all__ = ["K1", "B", "Field", "Postings", "Rows", "Run", "splice_forward"]
+__all__ = ["Field", "Postings", "Rows", "Run", "splice_forward"]
 
-K1 = 1.2
-B = 0.75
 _SPLICE_MAX = 20_000  # more inserted entries than this: inverting the forward lists is faster
 
 
@@ -302,23 +301,5 @@ class Field:
 
     def scores(self, term_ids: Sequence[int]) -> ScoreArray:
         """BM25 of every row for a query (term ids in query order, repeats kept, unknown left out),
-        in float32 and summed in query order exactly as bm25s's eager index does."""
-        n = len(self.lengths)
-        scores = np.zeros(n, dtype=np.float32)
-        if n == 0 or not term_ids:
-            return scores
-        average = np.array(self.lengths, dtype=np.int64).mean()
-        for term in term_ids:
-            if term >= self.postings.keys:
-                continue
-            start, stop = int(self.postings.ptr[term]), int(self.postings.ptr[term + 1])
-            df = stop - start
-            if df == 0:
-                continue
-            rows = self.postings.rows[start:stop]
-            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-            tf = self.postings.data[start:stop].astype(np.float32)
-            lengths = self.lengths[rows].astype(np.float64)
-            tfc = tf / (K1 * ((1 - B) + B * lengths / average) + tf)
-            np.add.at(scores, rows, (idf * tfc).astype(np.float32))
-        return scores
+        in float32 and summed in query order exactly as bm25s's eager index does (`bm25.scores`)."""
+        return bm25.scores(self.postings.ptr, self.postings.rows, self.postings.data, self.lengths, term_ids)

@@ -2,11 +2,11 @@
 
 Pages arrive and leave every round, so the index is a plain inverted index updated in place (no
 rebuild): term -> {page id: term frequency}, plus each page's length. Scoring walks only the
-postings of the query's terms (Okapi BM25, k1 = 1.2, b = 0.75); terms present in more than half of
-the pages carry almost no information and are skipped. `top` (what the router asks) prunes further
-without changing its answer (MaxScore, see there), which keeps a query over 100,000 pages at a
-millisecond or two. Terms come from `pagedctx.host.text.terms` (identifiers split, light stemming),
-so pages and code are addressed with the same vocabulary.
+postings of the query's terms (Okapi BM25 as `pagedctx.host.text.bm25` computes it); terms present
+in more than half of the pages carry almost no information and are skipped. `top` (what the
+router asks) prunes further without changing its answer (MaxScore, see there), which keeps a query
+over 100,000 pages at a millisecond or two. Terms come from `pagedctx.host.text.terms`
+(identifiers split, light stemming), so pages and code are addressed with the same vocabulary.
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from pagedctx.host.text import bm25
 from pagedctx.host.text.dates import timestamp_terms
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import Origin, Page
 
 __all__ = ["PageSearch", "page_terms", "too_common"]
-
-K1 = 1.2
-B = 0.75
 
 
 def too_common(said_in: int, pages: int) -> bool:
@@ -125,11 +123,9 @@ class PageSearch:
                 posting = self._postings.get(word)
                 if not posting or too_common(len(posting), n):
                     continue
-                df = len(posting)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                scaled = weight * bm25.idf(n, len(posting))
                 for page_id, tf in posting.items():
-                    norm = K1 * (1 - B + B * self._length[page_id] / average)
-                    value = weight * idf * tf * (K1 + 1) / (tf + norm)
+                    value = bm25.weight(scaled, tf, self._length[page_id], average)
                     if value > best.get(page_id, 0.0):
                         best[page_id] = value
             for page_id, value in best.items():
@@ -165,8 +161,7 @@ class PageSearch:
                     break
             posting, idf, _ = order[done]
             for page_id, tf in posting.items():
-                norm = K1 * (1 - B + B * length[page_id] / average)
-                partial[page_id] = partial.get(page_id, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+                partial[page_id] = partial.get(page_id, 0.0) + bm25.weight(idf, tf, length[page_id], average)
             done += 1
         rest = math.fsum(term[2] for term in order[done:])
         kth = heapq.nlargest(limit, partial.values())[-1] if len(partial) >= limit else 0.0
@@ -178,16 +173,15 @@ class PageSearch:
             for posting, idf, _ in informative:
                 frequency = posting.get(page_id)
                 if frequency is not None:
-                    norm = K1 * (1 - B + B * length[page_id] / average)
-                    total = total + idf * frequency * (K1 + 1) / (frequency + norm)
+                    total = total + bm25.weight(idf, frequency, length[page_id], average)
             exact[page_id] = total
         return _best(exact, limit)
 
     def _informative(self, query: Sequence[str]) -> list[tuple[dict[str, int], float, float]]:
         """(posting, idf, bound) of the query's terms `scores` uses, in query order.
 
-        The bound is at least what the term adds to any page: its largest term frequency with
-        the shortest possible length norm, `K1 * (1 - B)`.
+        The bound is at least what the term adds to any page (`bm25.bound` of its largest term
+        frequency).
         """
         n = len(self._length)
         out: list[tuple[dict[str, int], float, float]] = []
@@ -195,10 +189,8 @@ class PageSearch:
             posting = self._postings.get(word)
             if not posting or too_common(len(posting), n):
                 continue
-            df = len(posting)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            most = self._max_tf[word]
-            out.append((posting, idf, idf * most * (K1 + 1) / (most + K1 * (1 - B))))
+            idf = bm25.idf(n, len(posting))
+            out.append((posting, idf, bm25.bound(idf, self._max_tf[word])))
         return out
 
 
