@@ -1,0 +1,82 @@
+"""The Jinja2 environment the self-contained HTML pages render through (`pagedctx view`, the replay
+report, the evolve timeline).
+
+Autoescape is on for every template and every value is shown through `html_text.visible` first, so a
+text from a trace, a model or a test run can only ever be text; only `Markup` (the chart helper's
+SVG, a package file) passes as it is. Templates are package data: a page's own under its package's
+`templates/`, the shared layout (`page.html.j2`), macros (`macros.html.j2`) and CSS under this one's.
+
+Line ends in templates are for their reader: a line end and the indentation after it are dropped
+next to a tag (`>` before or `<` after it) and become one space elsewhere (between words, between a
+tag's attributes), so the pages come out as compact as hand-joined strings and a template can be
+laid out like the HTML it writes. `{{ "\\n" }}` writes a line end.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
+from jinja2.ext import Extension
+from jinja2.lexer import Token, TokenStream
+
+from pagedctx.host.records import charts
+from pagedctx.host.records.html_text import iso, visible
+
+__all__ = ["environment", "render"]
+
+_SHARED = "pagedctx.host.records"
+_BREAK = re.compile(r"[ \t]*\n\s*")
+
+
+def _compact(text: str) -> str:
+    def join(match: re.Match[str]) -> str:
+        before = text[match.start() - 1] if match.start() else ">"
+        after = text[match.end()] if match.end() < len(text) else "<"
+        return "" if before == ">" or after == "<" else " "
+
+    return _BREAK.sub(join, text)
+
+
+class _Compact(Extension):
+    """Drops the template's own line ends (see the module docstring); values are never touched."""
+
+    def filter_stream(self, stream: TokenStream) -> Iterator[Token]:
+        for token in stream:
+            if token.type == "data":
+                yield Token(token.lineno, "data", _compact(token.value))
+            else:
+                yield token
+
+
+def _count(value: int | None) -> str:
+    return "\u2014" if value is None else f"{value:,}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+@functools.cache
+def environment(package: str = _SHARED) -> Environment:
+    """The environment of the pages of `package` (its `templates/`, then the shared ones)."""
+    shared = PackageLoader(_SHARED, "templates")
+    loader = shared if package == _SHARED else ChoiceLoader([PackageLoader(package, "templates"), shared])
+    env = Environment(
+        loader=loader,
+        autoescape=True,
+        undefined=StrictUndefined,
+        finalize=visible,
+        extensions=[_Compact],
+    )
+    env.filters.update(count=_count, plural=_plural, iso=iso)
+    env.globals.update(swatch=charts.swatch, line_sample=charts.line_sample, marker_icon=charts.marker_icon)
+    return env
+
+
+def render(package: str, template: str, /, **context: Any) -> str:
+    """The page `template` of `package` rendered with `context`."""
+    return environment(package).get_template(template).render(**context)
