@@ -6,7 +6,7 @@ text from a trace, a model or a test run can only ever be text; only `Markup` (t
 SVG, a package file) passes as it is. Templates are package data: a page's own under its package's
 `templates/`, the shared layout (`page.html.j2`), macros (`macros.html.j2`) and CSS under this one's.
 
-Line ends in templates are for their reader: a line end and the indentation after it are dropped
+Line ends in HTML templates are for their reader: a line end and the indentation after it are dropped
 next to a tag (`>` before or `<` after it) and become one space elsewhere (between words, between a
 tag's attributes), so the pages come out as compact as hand-joined strings and a template can be
 laid out like the HTML it writes. `{{ "\\n" }}` writes a line end.
@@ -24,7 +24,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token, TokenStream
 
 from pagedctx.host.records import charts
-from pagedctx.host.records.html_text import iso, visible
+from pagedctx.host.records.html_text import count, iso, plural, visible
 
 __all__ = ["environment", "render"]
 
@@ -42,22 +42,16 @@ def _compact(text: str) -> str:
 
 
 class _Compact(Extension):
-    """Drops the template's own line ends (see the module docstring); values are never touched."""
+    """Drops the line ends of HTML templates (`*.html.j2`; see the module docstring); values are
+    never touched, nor CSS and script templates."""
 
     def filter_stream(self, stream: TokenStream) -> Iterator[Token]:
+        html = (stream.name or "").endswith(".html.j2")
         for token in stream:
-            if token.type == "data":
+            if html and token.type == "data":
                 yield Token(token.lineno, "data", _compact(token.value))
             else:
                 yield token
-
-
-def _count(value: int | None) -> str:
-    return "\u2014" if value is None else f"{value:,}"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 @functools.cache
@@ -72,7 +66,7 @@ def environment(package: str = _SHARED) -> Environment:
         finalize=visible,
         extensions=[_Compact],
     )
-    env.filters.update(count=_count, plural=_plural, iso=iso)
+    env.filters.update(count=count, plural=plural, iso=iso)
     env.globals.update(swatch=charts.swatch, line_sample=charts.line_sample, marker_icon=charts.marker_icon)
     return env
 

@@ -12,7 +12,18 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup
 
-__all__ = ["CSP_NO_SCRIPT", "Clipped", "Diff", "clip", "diff_lines", "escape", "iso", "visible"]
+__all__ = [
+    "CSP_NO_SCRIPT",
+    "Clipped",
+    "Diff",
+    "clip",
+    "count",
+    "diff_lines",
+    "escape",
+    "iso",
+    "plural",
+    "visible",
+]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 CSP_NO_SCRIPT = (
@@ -38,6 +49,16 @@ def iso(moment: datetime) -> str:
     """An ISO time in UTC with a `Z` (a naive time read as UTC, as in the rendered XML)."""
     aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return aware.isoformat().replace("+00:00", "Z")
+
+
+def count(value: int | None) -> str:
+    """A count with thousands separators; an em dash when unknown."""
+    return "\u2014" if value is None else f"{value:,}"
+
+
+def plural(n: int, word: str) -> str:
+    """`n` `word`s (`1 bundle`, `2 bundles`)."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 @dataclass(frozen=True, slots=True)
