@@ -116,34 +116,3 @@ def diff_lines(text: str, *, limit: int, keeper: str) -> Diff:
     """The lines of a unified diff up to `limit` characters, each with its kind."""
     clipped = clip(text, limit, keeper)
     return Diff(tuple((_kind(line), line) for line in clipped.text.splitlines()), clipped)
-
-
-# The string helpers of the pages not yet on templates (removed when the last one moves).
-DIFF_CSS = """
-pre.diff { font: 12px/1.35 ui-monospace, monospace; }
-pre.diff .l { display: block; }
-pre.diff .add { background: #e3f4e8; color: #17612f; }
-pre.diff .del { background: #fbe6e3; color: #9b2416; }
-pre.diff .hunk { color: #4b3fa8; font-weight: 600; }
-pre.diff .meta { font-weight: 700; }
-pre.diff .more { color: var(--muted); font-style: italic; }
-"""
-
-
-def cut(text: str, limit: int, keeper: str) -> tuple[str, str]:
-    c = clip(text, limit, keeper)
-    if not c.cut:
-        return text, ""
-    marker = (
-        f'<div class="cut" data-cut="{c.total - len(c.text)}">\u2702 cut: {len(c.text):,} of '
-        f"{c.total:,} characters shown ({c.rest}); {escape(keeper)} keeps it whole</div>"
-    )
-    return c.text, marker
-
-
-def diff_html(text: str, *, limit: int, keeper: str, empty: str) -> str:
-    if not text:
-        return f'<p class="empty">{escape(empty)}</p>'
-    d = diff_lines(text, limit=limit, keeper=keeper)
-    lines = "".join(f'<span class="l {kind}">{escape(line) or " "}</span>' for kind, line in d.lines)
-    return f'<pre class="diff">{lines}</pre>{cut(text, limit, keeper)[1]}'
