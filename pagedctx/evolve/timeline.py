@@ -19,7 +19,7 @@ Every text from the record is data (diffs, messages and rationales come from a m
 output) and stays text. No network, no asset, no script: the Content-Security-Policy forbids
 scripts altogether. A diff longer than `MAX_DIFF_CHARS` (and any other text longer than
 `MAX_TEXT_CHARS`) is cut at a line end with a visible marker; the whole text stays in the store.
-Linear in the size of the record: a 200-attempt session renders in well under a second.
+Linear in the size of the record: a 200-attempt session renders in under a second.
 """
 
 from __future__ import annotations

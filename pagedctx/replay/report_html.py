@@ -25,7 +25,7 @@ hold page content, causes and errors name files and carry model output) and stay
 network, no asset, no script: the Content-Security-Policy forbids scripts altogether. A diff longer
 than `MAX_DIFF_CHARS` (any other text longer than `MAX_TEXT_CHARS`) is cut at a line end with a
 visible marker; report.json keeps it whole. One pass over the outcomes and their rounds: linear, so
-500 bundles render in well under a second.
+500 bundles render in about a second.
 """
 
 from __future__ import annotations

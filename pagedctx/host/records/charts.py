@@ -103,7 +103,7 @@ class Svg:
     """An inline SVG drawn element by element (`markup()` closes it)."""
 
     def __init__(self, attributes: Mapping[str, object], *, digits: int = 1) -> None:
-        self.digits = digits
+        self._spec = f".{digits}f"
         self._parts: list[str] = [f"<svg{self._attrs(attributes)}>"]
 
     @classmethod
@@ -120,16 +120,18 @@ class Svg:
         box = {"viewBox": f"0 0 {width} {height}"} if view_box else {}
         return cls({"width": width, "height": height, **box, "aria-hidden": "true"})
 
-    def _number(self, value: float) -> str:
-        return str(value) if isinstance(value, int) else f"{value:.{self.digits}f}"
-
     def _attrs(self, attributes: Mapping[str, object]) -> str:
         out = []
         for name, value in attributes.items():
             if value is None:
                 continue
-            text = self._number(value) if isinstance(value, int | float) else str(value)
-            out.append(f' {name}="{escape(text)}"')
+            if isinstance(value, str):
+                text = escape(value)
+            elif isinstance(value, int):
+                text = str(value)
+            else:
+                text = format(value, self._spec)
+            out.append(f' {name}="{text}"')
         return "".join(out)
 
     def _element(self, tag: str, attributes: Mapping[str, object], title: str | None = None) -> None:

@@ -22,9 +22,10 @@ from typing import Any
 from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
 from jinja2.lexer import Token, TokenStream
+from markupsafe import Markup
 
 from pagedctx.host.records import charts
-from pagedctx.host.records.html_text import count, iso, plural, visible
+from pagedctx.host.records.html_text import Clipped, count, iso, plural, visible
 
 __all__ = ["environment", "render"]
 
@@ -54,6 +55,16 @@ class _Compact(Extension):
                 yield token
 
 
+def _clipped(clipped: Clipped) -> Markup:
+    """A text a page may cut (`html_text.clip`): escaped, and when it was cut the marker of
+    `macros.html.j2` saying what is left out. A filter, as the pages show thousands of them."""
+    shown = Markup.escape(visible(clipped.text))
+    if not clipped.cut:
+        return shown
+    marker: Markup = environment().get_template("macros.html.j2").module.cut_marker(clipped)  # type: ignore[attr-defined]
+    return shown + marker
+
+
 @functools.cache
 def environment(package: str = _SHARED) -> Environment:
     """The environment of the pages of `package` (its `templates/`, then the shared ones)."""
@@ -66,7 +77,7 @@ def environment(package: str = _SHARED) -> Environment:
         finalize=visible,
         extensions=[_Compact],
     )
-    env.filters.update(count=count, plural=plural, iso=iso)
+    env.filters.update(count=count, plural=plural, iso=iso, clipped=_clipped)
     env.globals.update(swatch=charts.swatch, line_sample=charts.line_sample, marker_icon=charts.marker_icon)
     return env
 

@@ -6,6 +6,7 @@ autoescape does the rest."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,17 +33,22 @@ CSP_NO_SCRIPT = (
 _META = ("+++", "---", "diff ", "index ", "new file", "deleted file")
 
 
+def _backslash(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def visible(value: object) -> object:
     """A text with the characters HTML cannot carry (controls, lone surrogates, non-characters) in
     backslash form (`\\u0000`); markup (`Markup`) and other values unchanged."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, str) and _UNSAFE.search(value) and not isinstance(value, Markup):
+        return _UNSAFE.sub(_backslash, value)
     return value
 
 
 def escape(value: object) -> str:
     """Escaped text (quotes too), characters HTML cannot carry in backslash form."""
-    return str(Markup.escape(visible(value if isinstance(value, str) else str(value))))
+    text = value if isinstance(value, str) else str(value)
+    return html.escape(_UNSAFE.sub(_backslash, text) if _UNSAFE.search(text) else text, quote=True)
 
 
 def iso(moment: datetime) -> str:
