@@ -11,7 +11,7 @@
 
 Texts carry `<`, `&`, quotes and `</script>` as page content and model output do. Reference, in the
 same run: writing the same input as JSON (the trace lines, report.json, the attempts' records), what
-the command writes beside the page. Median of `--runs` after one warm-up. `--dump DIR` writes the
+the command writes beside the page. Median CPU time of `--runs` after one warm-up. `--dump DIR` writes the
 three pages (to compare two versions of the code byte for byte or element for element).
 """
 
@@ -272,12 +272,13 @@ def evolve_record(count: int = 100) -> tuple[EvolveMeta, list[Attempt]]:
 
 
 def median_ms(work: Callable[[], object], runs: int) -> float:
+    """Median CPU milliseconds of `work` in this process (steadier than wall time on shared cores)."""
     work()
     times = []
     for _ in range(runs):
-        started = time.perf_counter()
+        started = time.process_time()
         work()
-        times.append(time.perf_counter() - started)
+        times.append(time.process_time() - started)
     return statistics.median(times) * 1000
 
 

@@ -11,6 +11,7 @@ round tick values; `swatch`, `line_sample` and `marker_icon` are the small pictu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -126,7 +127,7 @@ class Svg:
             if value is None:
                 continue
             if isinstance(value, str):
-                text = escape(value)
+                text = _attribute(value)
             elif isinstance(value, int):
                 text = str(value)
             else:
@@ -246,6 +247,12 @@ class Svg:
 
     def markup(self) -> Markup:
         return Markup("".join(self._parts) + "</svg>")
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute(value: str) -> str:
+    """An attribute's text, escaped; classes and labels repeat across a chart's elements."""
+    return escape(value)
 
 
 def _data(data: Mapping[str, object] | None) -> dict[str, object]:
