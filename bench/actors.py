@@ -31,7 +31,7 @@ from dialogue_corpus import generate
 
 from pagedctx.actors.cluster import ensure_ray, start_roles
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import Origin, OriginalPage
 from pagedctx.protocol.budget import Budget
@@ -58,7 +58,7 @@ def session(path: Path, question: str, *, budget: int, rounds: int, start, roles
         parts.router_role, parts.worker, parts.consolidate = roles, roles.step, roles.submit
     request = SessionRequest(session="bench", intent=question, budget=Budget(total=budget), max_rounds=rounds)
     started = time.perf_counter()
-    result = run_session(prepared.state, request, parts)
+    result = run_rounds(prepared.state, request, parts)
     return result, (time.perf_counter() - started) / len(result.rounds)
 
 

@@ -5,7 +5,7 @@
 Conversations come from bench/dialogue_corpus.py (seeded; ~360 turns over ~2 months each, personal
 facts stated early, some updated later, questions at the end in other words). Each question is run
 the way `pagedctx run --dialogue FILE --intent QUESTION --budget B` runs it (the same functions:
-`prepare` + `run_session` with the baseline roles, in-process), and the final `<PagedContext>` is
+`prepare` + `run_rounds` with the baseline roles, in-process), and the final `<PagedContext>` is
 read: a question counts when its answering turn (the one stating the current value) is shown in
 full (an Original page in Detail). The full XML, system instructions included, is within B.
 References, in the same run, get the same budget for the turn texts alone (no XML overhead):
@@ -39,7 +39,7 @@ from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.records.report import shows
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.transport import Router
-from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.text.keywords import summarize
 from pagedctx.pages import Origin, OriginalPage, SessionState, View
@@ -192,7 +192,7 @@ def ours(
         session=conversation.id, intent=question, budget=Budget(total=budget), max_rounds=rounds
     )
     try:
-        result = run_session(prepared.state, request, parts)
+        result = run_rounds(prepared.state, request, parts)
     except BudgetError:
         return set(), None  # the session could not render within the budget: nothing is shown
     assert result.tokens <= budget, f"over budget: {result.tokens} > {budget}"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -60,7 +60,7 @@ def _run(inputs: SessionInputs, intent: str, budget: int, now: datetime, index: 
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
     )
     request = SessionRequest(session="markup", intent=intent, budget=Budget(total=budget), max_rounds=4)
-    return run_session(prepared.state, request, parts).state, clock()
+    return run_rounds(prepared.state, request, parts).state, clock()
 
 
 def _shares(name: str, state, intent: str, now: datetime) -> None:  # type: ignore[no-untyped-def]

@@ -9,9 +9,9 @@ Zipf-distributed words). 100,110 pages, all indexed in one `PageSearch`; the per
 roots and most of the tree is folded (hidden below Summary pages): the router's reveals open a few
 hundred nodes a round, which overflow governance folds back under the budget.
 
-Rounds run one after another on the same state, as `run_session` runs them, each with a new
+Rounds run one after another on the same state, as `run_rounds` runs them, each with a new
 intent drawn from the vocabulary of a random page. Stages, each including the loop's glue around
-it (what `run_session` does between them):
+it (what `run_rounds` does between them):
 - address: `router.address` (BM25 recall over 100k pages, precision against summaries; no blocks);
 - apply_plan: `router.apply_plan` (reveal Hot and Indexed pages) + syncing the page search;
 - synthesize: the loop's focus and relevance + `synthesis.synthesize` (budget 8,000 cl100k tokens:
@@ -48,7 +48,7 @@ from pagedctx.host.blocks.base import ProviderSet
 from pagedctx.host.roles.router import RouterConfig, RouterPlan, address, apply_plan
 from pagedctx.host.roles.transport import LocalRouter
 from pagedctx.host.session.bus import apply_actions
-from pagedctx.host.session.loop import (  # run_session's own steps
+from pagedctx.host.session.loop import (  # run_rounds's own steps
     NODE_TOKENS,
     SessionRequest,
     _focus,
@@ -300,13 +300,13 @@ class Run:
     search: PageSearch
     counter: TokenCounter
     budget: int
-    frame: int = 0  # the document without pages (run_session's `_frame_tokens`)
-    node_tokens: int = NODE_TOKENS  # then what a shown node cost last round, as run_session keeps it
+    frame: int = 0  # the document without pages (run_rounds's `_frame_tokens`)
+    node_tokens: int = NODE_TOKENS  # then what a shown node cost last round, as run_rounds keeps it
     config: RouterConfig = field(default_factory=RouterConfig)
     blocks: ProviderSet = field(default_factory=ProviderSet)
 
     def __post_init__(self) -> None:
-        self.router = LocalRouter(self.search)  # what run_session syncs the page search through
+        self.router = LocalRouter(self.search)  # what run_rounds syncs the page search through
 
 
 @dataclass
@@ -318,7 +318,7 @@ class Round:
 
 
 def one_round(run: Run, intent: str, now: datetime) -> Round:
-    """One round as `run_session` takes it, each stage timed (the worker's own time excluded)."""
+    """One round as `run_rounds` takes it, each stage timed (the worker's own time excluded)."""
     clock = time.perf_counter
     state, search = run.state, run.search
     start = clock()

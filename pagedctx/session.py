@@ -776,7 +776,7 @@ class Session:
     ) -> tuple[Any, Any, Any]:
         from pagedctx.host.records.memory import StoreMemory
         from pagedctx.host.roles.consolidation import in_process
-        from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+        from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
         from pagedctx.host.session.scaffold import PreviousRound
         from pagedctx.host.session.setup import SessionInputs, prepare
 
@@ -830,7 +830,7 @@ class Session:
         if runtime == "ray":
             result = self._on_ray(prepared, parts, request, inline=inline)
         else:
-            result = run_session(prepared.state, request, parts)
+            result = run_rounds(prepared.state, request, parts)
             engine.end(router, worker, consolidator)
         return result, prepared, counter
 
@@ -850,13 +850,13 @@ class Session:
 
     def _on_ray(self, prepared: Any, parts: Any, request: Any, *, inline: bool = True) -> Any:
         """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
-        from pagedctx.host.session.loop import run_session
+        from pagedctx.host.session.loop import run_rounds
 
         roles = self._engine.ray_roles(prepared.blocks, request.session)
         try:
             parts.router_role, parts.worker = roles, roles.step
             parts.consolidate = roles.submit if inline else None
-            result = run_session(prepared.state, request, parts)
+            result = run_rounds(prepared.state, request, parts)
             roles.finish()
             return result
         finally:

@@ -21,7 +21,7 @@ from pagedctx.host.session.loop import (
     SessionRequest,
     SessionResult,
     Worker,
-    run_session,
+    run_rounds,
 )
 from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 from pagedctx.host.store.url import open_store
@@ -107,4 +107,4 @@ def session(
         max_rounds=rounds,
         options=options or LoopOptions(),
     )
-    return prepared, run_session(prepared.state, request, parts)
+    return prepared, run_rounds(prepared.state, request, parts)

@@ -15,7 +15,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.records.registry import SessionRegistry
 from pagedctx.host.records.trace import TraceWriter, read_trace
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_session
+from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -82,7 +82,7 @@ def _session(
     request = SessionRequest(session="s1", intent=intent, budget=Budget(total=budget), max_rounds=4)
     restarted: list[tuple[str, int]] = []
     try:
-        result = run_session(prepared.state, request, parts)
+        result = run_rounds(prepared.state, request, parts)
         for role, pid in restarted:  # each killed actor came back in a new process, rebuilt by Ray
             new_pid, rebuilt = ray.get(getattr(roles, role).ping.remote())
             assert new_pid != pid and rebuilt, role

@@ -21,7 +21,7 @@ from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.router import _sittings, _Timeline, _with_sittings, address, with_replies
 from pagedctx.host.session import loop, setup
-from pagedctx.host.session.loop import LoopOptions, SessionParts, SessionRequest, SessionResult, run_session
+from pagedctx.host.session.loop import LoopOptions, SessionParts, SessionRequest, SessionResult, run_rounds
 from pagedctx.host.session.setup import ADDRESSED, Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
@@ -119,7 +119,7 @@ def _run(
         max_rounds=3,
         options=options or LoopOptions(),
     )
-    return prepared, run_session(prepared.state, request, parts)
+    return prepared, run_rounds(prepared.state, request, parts)
 
 
 def test_a_turn_says_who_spoke(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from pagedctx.host.roles.consolidation import (
     merge_group,
 )
 from pagedctx.host.roles.model_backed import ModelConsolidator, dropped_identifiers
-from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.scaffold import PreviousRound
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import ConsolidatedPage, SessionState, consult
@@ -130,7 +130,7 @@ def test_sessions_under_pressure_consolidate_between_rounds(tmp_path: Path) -> N
     request = SessionRequest(
         session="s", intent="which service restarted", budget=Budget(total=1400), max_rounds=4
     )
-    result = run_session(prepared.state, request, parts)
+    result = run_rounds(prepared.state, request, parts)
     merges = [s for s in result.steps if s.action == "Consolidate"]
     assert merges and all(result.state.pages[m.target].type.value == "Consolidated" for m in merges)
     assert all(s.action != "Consolidate" for s in parse_document(result.xml).trace)
@@ -158,8 +158,8 @@ def test_a_topic_pivot_triggers_a_merge_without_pressure(tmp_path: Path) -> None
     request = SessionRequest(
         session="s", intent=intent, budget=Budget(total=6000), max_rounds=2, history=before
     )
-    result = run_session(prepared.state, request, parts)
+    result = run_rounds(prepared.state, request, parts)
     assert all(r.pressure < 0.9 for r in result.rounds)
     assert any(s.action == "Consolidate" for s in result.steps)
-    calm = run_session(prepared.state, request.model_copy(update={"history": ()}), parts)
+    calm = run_rounds(prepared.state, request.model_copy(update={"history": ()}), parts)
     assert not any(s.action == "Consolidate" for s in calm.steps)

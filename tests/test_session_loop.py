@@ -31,7 +31,7 @@ from pagedctx.host.session.loop import (
     SessionRequest,
     _frame_tokens,
     _node_tokens,
-    run_session,
+    run_rounds,
 )
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
@@ -367,7 +367,7 @@ def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
     parts = SessionParts(
         blocks=prepared.blocks, counter=counter, clock=clock, worker=worker, router_role=router
     )
-    result = run_session(
+    result = run_rounds(
         prepared.state, SessionRequest(session="s", intent="staging port", budget=Budget(total=2500)), parts
     )
     assert result.rounds[0].faults and result.rounds[0].faults[0].startswith("SCHEMA_VIOLATION")
@@ -375,7 +375,7 @@ def test_a_router_model_that_fails_is_a_fault_step_and_the_session_goes_on(
     assert len(result.rounds) >= 2 and calls[:3] == ["router"] * 3
     # the failed round still shows what the baseline recalls (issue 32: a small Router model that
     # declined every LoCoMo question left every context empty)
-    alone = run_session(
+    alone = run_rounds(
         prepared.state,
         SessionRequest(session="b", intent="staging port", budget=Budget(total=2500), max_rounds=1),
         SessionParts(blocks=prepared.blocks, counter=counter, clock=clock, worker=worker),

@@ -109,11 +109,11 @@ def test_a_damaged_registry_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_loop_persists_every_round(tmp_path: Path) -> None:
-    """P3, P12: `run_session` with a registry leaves the last round's state in the store."""
+    """P3, P12: `run_rounds` with a registry leaves the last round's state in the store."""
     from session_factory import Clock, write_dialogue
 
     from pagedctx.host.roles.baseline import baseline_worker
-    from pagedctx.host.session.loop import SessionParts, SessionRequest, run_session
+    from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
     from pagedctx.host.session.setup import SessionInputs, prepare
     from pagedctx.protocol.tokens import token_counter
 
@@ -136,7 +136,7 @@ def test_the_loop_persists_every_round(tmp_path: Path) -> None:
         worker=lambda xml, text, explored, final: baseline_worker(xml, text, explored=explored, final=final),
         registry=SessionRegistry(store, "run1"),
     )
-    result = run_session(
+    result = run_rounds(
         prepared.state,
         SessionRequest(session="run1", intent="staging port", budget=Budget(total=2000)),
         parts,

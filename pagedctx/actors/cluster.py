@@ -1,4 +1,4 @@
-"""The roles on Ray (D1, DESIGN.md section 4): actors from a profile, adapters for the turn loop.
+"""The roles on Ray (D1, DESIGN.md section 4): actors from a profile, adapters for the round loop.
 
 `start_roles(...)` starts a Router, a Worker and a Consolidator actor on the Ray cluster
 (`ensure_ray`, local_ray.py: attaches to a running one, or starts one on 127.0.0.1 that ends with
@@ -10,7 +10,7 @@ session's pages from the store again; Worker and Consolidator hold nothing betwe
 so a round interrupted by a crash is taken again from the last atomic state. The Consolidator
 is an async actor whose merges run in their own concurrency group, so the Worker never waits on
 it. `RayRoles` hands the loop what it expects: a `Router`, a `Worker` and a consolidation
-`Submit`, so `run_session` is the same code in both runtimes.
+`Submit`, so `run_rounds` is the same code in both runtimes.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def run(
     from pagedctx.cli.common import writable_file
     from pagedctx.engine import parse_clock
     from pagedctx.errors import UsageError
-    from pagedctx.session import run as run_session
+    from pagedctx.session import run as run_one_ask
 
     for path in repo:
         if not path.is_dir():
@@ -185,7 +185,7 @@ def run(
         return
     if needs or bundle_sources:
         raise UsageError("--needs and --bundle-sources go with --bundle DIR")
-    result = run_session(
+    result = run_one_ask(
         **common,
         store=store,
         runtime=runtime,

@@ -31,8 +31,7 @@ from typing import Any
 
 from pagedctx.evolve import timeline_charts as charts
 from pagedctx.evolve.records import Attempt, EvolveMeta, best_attempt, changed_in
-from pagedctx.host.records.html_page import render
-from pagedctx.host.records.html_text import CSP_NO_SCRIPT, Clipped, Diff, clip, diff_lines
+from pagedctx.reports import CSP_NO_SCRIPT, Clipped, Diff, clip, diff_lines, render
 
 __all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUS_COLOURS", "lineage", "timeline_html"]
 

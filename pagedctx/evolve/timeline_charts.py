@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from markupsafe import Markup
 
 from pagedctx.evolve.records import Attempt
-from pagedctx.host.records.charts import Rounds, Svg, Values, int_ticks, nice_ticks
+from pagedctx.reports import Rounds, Svg, Values, int_ticks, nice_ticks
 
 __all__ = ["SHAPES", "num", "rounds", "score", "score_chart", "status", "tokens_chart"]
 

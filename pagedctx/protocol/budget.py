@@ -21,7 +21,7 @@ share from a bare number. The shares and where they are read:
 
 Thresholds are ordered: `huge_input <= chat_pressure <= merge_pressure` (the history is paged
 before anything is merged; a larger `huge_input` could never fire alone), `min_hot <= max_hot`.
-The defaults are the values the turn used when they were constants.
+The defaults are the packaged configuration's (configs/default.yaml).
 """
 
 from __future__ import annotations

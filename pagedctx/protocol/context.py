@@ -1,6 +1,6 @@
 """The `<PagedContext>` document as typed data (P6): what the renderer writes and the parser reads.
 
-The document is a snapshot of one turn: the static registry (CURRENT_TIME first, P7), the system
+The document is a snapshot of one round: the static registry (CURRENT_TIME first, P7), the system
 instructions, the query, the reasoning trace, the Linear_Flow of nodes (nested when Unpacked) and
 the optional Background_Context. `pagedctx.protocol.render` turns it (or a session state directly)
 into XML; `pagedctx.protocol.parse` turns XML back into it.

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup
 
-from pagedctx.host.records.charts import Rounds, Svg, Values, count_ticks, nice_step
-from pagedctx.host.records.html_text import plural
+from pagedctx.reports import Rounds, Svg, Values, count_ticks, nice_step, plural
 
 __all__ = ["CURVE_POINTS", "WIDTH", "curve_chart", "histogram", "num", "status_bar"]
 

@@ -39,9 +39,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pagedctx.host.records.html_page import render
-from pagedctx.host.records.html_text import CSP_NO_SCRIPT, Clipped, Diff, clip, count, diff_lines
 from pagedctx.replay import report_charts as charts
+from pagedctx.reports import CSP_NO_SCRIPT, Clipped, Diff, clip, count, diff_lines, render
 
 __all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUSES", "STATUS_COLOURS", "report_html"]
 

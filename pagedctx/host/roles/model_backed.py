@@ -1,6 +1,6 @@
 """The roles on a model (P8, P9, P10, P15): Router, Worker and Consolidator through their modules.
 
-`ModelWorker(runner)` is a `Worker` for `run_session`: it sends the rendered `<PagedContext>` and
+`ModelWorker(runner)` is a `Worker` for `run_rounds`: it sends the rendered `<PagedContext>` and
 the query to the `worker` module and returns the model's envelope text, which the loop parses
 with the protocol grammar like the baseline's. A model that breaks the contract twice, or a
 backend that fails, raises; the loop records a fault step and the state stays as it was.

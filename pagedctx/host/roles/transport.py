@@ -1,4 +1,4 @@
-"""Where the router runs (P8, D1): one interface for the turn loop, in this process or in an actor.
+"""Where the router runs (P8, D1): one interface for the round loop, in this process or in an actor.
 
 The loop keeps the router's page search in step with the state by sending what changed
 (`sync`: ids removed, pages new or replaced), and asks for a plan each round (`plan`). A

@@ -1,4 +1,4 @@
-"""The turn loop (DESIGN.md section 3; P8-P12): plain functions over typed values.
+"""The round loop (DESIGN.md section 3; P8-P12): plain functions over typed values.
 
 One round:
 ```
@@ -63,7 +63,7 @@ __all__ = [
     "SessionRequest",
     "SessionResult",
     "Worker",
-    "run_session",
+    "run_rounds",
 ]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
@@ -75,7 +75,7 @@ TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance st
 
 
 class LoopOptions(BaseModel):
-    """Rules of the turn that a caller may switch off (tests and benchmarks, to see what each one
+    """Rules of the round that a caller may switch off (tests and benchmarks, to see what each one
     does); the defaults are what every session runs with."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -280,7 +280,7 @@ def _filled(
     """The round's view with the tokens governance left unused spent on the next turns addressing
     ranked (issue 19 item 3: the budget goes to evidence, not to slack): turns of the history not
     shown in Detail, best first, while their dense `<Node>`s fit what is left; a turn whose parent
-    is folded is passed over (opening it would show its siblings too, at a cost the turn's node does
+    is folded is passed over (opening it would show its siblings too, at a cost the round's node does
     not say). Kept only when the view then renders within the budget with no governance move (no
     churn); else the first half of those turns is tried, and so on (`FILL_TRIES` renders at most),
     else the view as it was. Only where the router fills the budget with turns (`hot_tokens`, a
@@ -472,7 +472,7 @@ def _trace_round(
         sink.context(event["round"], xml)
 
 
-def run_session(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
+def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
     initial: SessionState, request: SessionRequest, parts: SessionParts
 ) -> SessionResult:
     """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""

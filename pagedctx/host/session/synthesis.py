@@ -98,7 +98,7 @@ GOVERNANCE_ACTIONS = frozenset(_PHASE)  # the steps synthesis records: the JSONL
 
 
 class SynthesisRequest(BaseModel):
-    """What one turn's synthesis needs besides the session state."""
+    """What one round's synthesis needs besides the session state."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
