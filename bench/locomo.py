@@ -214,32 +214,31 @@ def _shown(
 def _model_router(profile: str) -> tuple[Any, Callable[[], str]]:
     """A factory of Routers on `profile`'s router model (its server started now, stopped at exit),
     and a line saying what its calls cost."""
-    from pagedctx._app import router_spec
-    from pagedctx.config import load_config
-    from pagedctx.host.models.factory import build_backend
-    from pagedctx.host.models.runner import ModelModuleRunner
+    from pagedctx.engine import Engine
     from pagedctx.host.roles.model_backed import ModelRouter
     from pagedctx.host.roles.transport import LocalRouter
     from pagedctx.host.text.expanded_search import ExpandedSearch
 
-    spec = router_spec(load_config(profile=profile).models)
-    runner = ModelModuleRunner(build_backend(spec), counter=COUNTER)
+    engine = Engine.open(profile)
+    spec = engine.roles.router
+    runner = engine.model_runner(spec, counter=COUNTER)
     faults: list[str] = []
 
     class Counted(ModelRouter):
+        """A failed call plans with the baseline's recall (`plan.fault`): counted by its code."""
+
         def plan(self, state: Any, request: Any) -> Any:
-            try:
-                return super().plan(state, request)
-            except Exception as exc:
-                faults.append(type(exc).__name__)
-                raise
+            made = super().plan(state, request)
+            if made.fault is not None:
+                faults.append(made.fault.split(":", 1)[0])
+            return made
 
     def make(blocks: Any) -> Any:
-        return Counted(runner, LocalRouter(ExpandedSearch(), blocks, None))
+        return Counted(runner, LocalRouter(ExpandedSearch(), blocks, None), offered=spec.offered)
 
     def usage() -> str:
         used = runner.usage
-        kinds = ", ".join(sorted(set(faults)))
+        kinds = ", ".join(f"{code} {faults.count(code)}" for code in sorted(set(faults)))
         return (f"{runner.backend.name}: {used.attempts} attempts, {used.prompt_tokens} prompt and "
                 f"{used.completion_tokens} completion tokens, {len(faults)} faults ({kinds})")  # fmt: skip
 
