@@ -80,7 +80,7 @@ def validate(
     raw = _read(file)
     spec = None
     if module is not None:
-        from pagedctx.host.modules import load_module
+        from pagedctx.module_folders import load_module
 
         try:
             spec = load_module(module, root=root)

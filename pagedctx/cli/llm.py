@@ -24,8 +24,8 @@ app = typer.Typer(
 
 
 def _plan(profile: str):  # type: ignore[no-untyped-def]
-    from pagedctx.actors.serve_llm import serve_plan
     from pagedctx.config import load_config
+    from pagedctx.model_servers import serve_plan
 
     return serve_plan(load_config(profile=profile).models)
 
@@ -35,7 +35,7 @@ def configs(
     profile: str = typer.Option(..., "--profile", help="single-gpu, multi-gpu or a YAML file."),
 ) -> None:
     """Print the deployments' LLMConfig dicts as JSON (checked, no GPU needed)."""
-    from pagedctx.actors.serve_llm import llm_configs
+    from pagedctx.model_servers import llm_configs
 
     plan = _plan(profile)
     typer.echo(
@@ -49,9 +49,9 @@ def deploy(
 ) -> None:
     """Run the OpenAI-compatible Serve app on this Ray cluster (GPUs and the [gpu] extra:
     pip install 'pagedctx[gpu]')."""
-    from pagedctx.actors.serve_llm import deploy as run_app
-    from pagedctx.actors.serve_llm import require_serving
     from pagedctx.engine import Engine
+    from pagedctx.model_servers import deploy as run_app
+    from pagedctx.model_servers import require_serving
 
     plan = _plan(profile)
     require_serving()  # before Ray starts: a missing extra is said at once
@@ -75,15 +75,15 @@ def serve(
     import signal
     import threading
 
-    from pagedctx.actors.llama_server import (
+    from pagedctx.config import load_config
+    from pagedctx.errors import BackendError, UsageError
+    from pagedctx.model_servers import (
         ensure_servers,
         llama_plan,
         log_tail,
         owned_servers,
         stop_servers,
     )
-    from pagedctx.config import load_config
-    from pagedctx.errors import BackendError, UsageError
 
     plan = llama_plan(load_config(profile=profile).models)
     if plan is None:

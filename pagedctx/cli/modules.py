@@ -37,7 +37,7 @@ def _usage(message: str) -> typer.Exit:
 def list_(root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP)) -> None:
     """Print the module names under the root, one a line."""
     from pagedctx.errors import UsageError
-    from pagedctx.host.modules import list_modules
+    from pagedctx.module_folders import list_modules
 
     try:
         names = list_modules(root)
@@ -57,7 +57,7 @@ def validate(
 ) -> None:
     """Validate module folders; print JSON. Exit 0 valid, 1 violations, 2 usage error."""
     from pagedctx.errors import UsageError
-    from pagedctx.host.modules import (
+    from pagedctx.module_folders import (
         default_root,
         list_modules,
         resolve_module_dir,
