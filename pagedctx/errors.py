@@ -74,7 +74,7 @@ class FailCode(enum.StrEnum):
     MERGE_CONFLICT = "MERGE_CONFLICT"
     EVIDENCE_MISSING = "EVIDENCE_MISSING"
     NEEDS_CLARIFICATION = "NEEDS_CLARIFICATION"
-    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # no sandbox for the tests here: fail closed (issue 31)
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # no sandbox for the tests here: fail closed
 
 
 class SourcePosition:

@@ -1,4 +1,4 @@
-"""A session's blocks by reference, for the Router actor (D1, P15; issue 13 item 21).
+"""A session's blocks by reference, for the Router actor (D1, P15).
 
 Ray keeps an actor's constructor arguments for as long as the actor may be restarted; arguments
 over its inline limit (100 KiB) live in the object store, where they can be lost, and Ray says so

@@ -1,5 +1,5 @@
-"""llama.cpp's OpenAI-compatible servers for a profile that runs its models on this machine (issue 32;
-P15, D1): the `cpu` profile (configs/profiles/cpu.yaml, docs/deploy.md).
+"""llama.cpp's OpenAI-compatible servers for a profile that runs its models on this machine
+(P15, D1): the `cpu` profile (configs/profiles/cpu.yaml, docs/deploy.md).
 
 The profile names its servers under `models.llama_cpp`; the roles reach them by `base_url`:
 

@@ -3,7 +3,7 @@ group by pagedctx/cli/commands.py (`pagedctx.cli.app`, imported when first asked
 
 Start-up stays fast: command modules import their heavy dependencies inside the command
 functions, so `pagedctx --version` or `pagedctx xml validate` never pays for Ray or models; and
-`pagedctx select` (the command an agent's harness runs per change, issue 20) runs without typer
+`pagedctx select` (the command an agent's harness runs per change) runs without typer
 when its command line is plain (`select_plain`), else on a root group holding that one command, so
 it imports no other command's module; it exits without a last garbage collection. Its help, errors
 and output are the whole app's (a test compares them). Help is plain
@@ -66,7 +66,7 @@ def main() -> None:
             alone(first)()
         finally:
             # The process ends here: its objects (a selection catalog's) need no last collection
-            # pass at exit, which cost a `select` ~70 ms of its ~0.35 CPU s (issue 20).
+            # pass at exit, which cost a `select` ~70 ms of its ~0.35 CPU s.
             gc.freeze()
         return
     from pagedctx.cli.commands import app

@@ -1,4 +1,4 @@
-"""`pagedctx evolve`: long-horizon evolution sessions (issue 16; S8, S9, D4; docs/evolve.md).
+"""`pagedctx evolve`: long-horizon evolution sessions (S8, S9, D4; docs/evolve.md).
 
     pagedctx evolve --repo ROOT --task TASK.json [--goal TEXT] [--score CMD] [--rounds N] ...
     pagedctx evolve --session ID [--rounds N] ...      resume (the repository and task stay)

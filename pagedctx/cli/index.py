@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _console() -> Console:
     from pagedctx.cli.common import stderr_console
 
-    return stderr_console()  # paths and reasons are data, never rich markup (issue 13 item 10)
+    return stderr_console()  # paths and reasons are data, never rich markup
 
 
 def index(

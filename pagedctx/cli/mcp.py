@@ -1,5 +1,5 @@
-"""`pagedctx mcp`: coding agents page through pagedctx over the Model Context Protocol (issue 21;
-docs/mcp.md).
+"""`pagedctx mcp`: coding agents page through pagedctx over the Model Context Protocol
+(docs/mcp.md).
 
 Speaks MCP over stdio (the default, for local agents) or streamable HTTP on `--host`/`--http PORT`
 (127.0.0.1 by default; a bearer token is required off loopback). Prints one line on stderr saying

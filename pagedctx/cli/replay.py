@@ -1,5 +1,5 @@
-"""`pagedctx replay BUNDLE... [--budget N] [--profile P] [--workers N] [--report DIR]` (issue 17;
-D3, P15; docs/replay.md).
+"""`pagedctx replay BUNDLE... [--budget N] [--profile P] [--workers N] [--report DIR]`
+(D3, P15; docs/replay.md).
 
 Without `--budget`/`--profile`: verify each bundle bit for bit (every round's context sha256,
 tokens, actions and state digest); the first divergence is printed with its round, the cause when

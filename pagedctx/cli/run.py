@@ -62,7 +62,7 @@ def run(
         ...,
         "--intent",
         metavar="TEXT",
-        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD (issue 13 item 12)
+        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD
         help="What the session is about (the latest user input).",
     ),
     repo: list[Path] = typer.Option(

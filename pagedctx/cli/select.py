@@ -21,7 +21,7 @@ def select(
     intent: str = typer.Option(
         ...,
         "--intent",
-        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD (issue 13 item 12)
+        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD
         help="The change the context is for.",
     ),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget (default: config budget)."),

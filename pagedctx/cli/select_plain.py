@@ -1,4 +1,4 @@
-"""`pagedctx select` without typer, for the command lines it reads plainly (issue 20 item 3).
+"""`pagedctx select` without typer, for the command lines it reads plainly.
 
 An agent's harness runs `pagedctx select` once per change, in a fresh process, where typer's
 import and the building of its command cost ~40 ms of ~0.33 CPU s. `plain_arguments` reads the

@@ -1,4 +1,4 @@
-"""`pagedctx serve`: the OpenAI-compatible chat endpoint on Ray Serve (issue 15; docs/serve.md).
+"""`pagedctx serve`: the OpenAI-compatible chat endpoint on Ray Serve (docs/serve.md).
 
 Starts (or joins) a Ray cluster on 127.0.0.1, runs the chat app with `--replicas` replicas behind
 the Serve proxy on `--host`/`--port`, prints one line saying where, and serves until Ctrl-C or

@@ -1,4 +1,4 @@
-"""The harness's side of the results channel (E1, E8; issue 31): a nonce per run, the records the
+"""The harness's side of the results channel (E1, E8): a nonce per run, the records the
 harness plugin (`evidence/harness_plugin.py`) wrote, checked and read into test outcomes.
 
 `open_channel(folder)` makes the run's nonce, writes it once into a pipe whose read end the

@@ -1,5 +1,5 @@
 """The harness's pytest plugin: each test's outcome and the session's end, over the harness's channel
-(E1, E8; issue 31). Never imported by pagedctx itself.
+(E1, E8). Never imported by pagedctx itself.
 
 The collector copies this file into the sandbox's read-only harness folder as
 `pagedctx_harness_plugin.py` and names it in `PYTEST_PLUGINS` (plugin autoload is off), so pytest

@@ -1,4 +1,4 @@
-"""Running a test command where the code under test cannot reach the harness (E1, E8; issue 31).
+"""Running a test command where the code under test cannot reach the harness (E1, E8).
 
 `run_isolated(command, image, ...)` runs one shell command in a bubblewrap sandbox
 (`bwrap`, Debian's `bubblewrap`):

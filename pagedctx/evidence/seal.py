@@ -41,7 +41,7 @@ def key_path() -> Path:
 
 def secret_paths() -> tuple[Path, ...]:
     """What no snapshot, image or sandbox may hold or see, even inside a tree or under a bound
-    folder: the evidence key and pagedctx's own home (issue 31)."""
+    folder: the evidence key and pagedctx's own home."""
     found = [key_path()]
     if os.environ.get("PAGEDCTX_HOME"):
         found.append(Path(os.environ["PAGEDCTX_HOME"]))

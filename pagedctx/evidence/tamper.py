@@ -1,4 +1,4 @@
-"""Code under test that reaches for the test runner or the harness, read from the diff (E1; issue 31).
+"""Code under test that reaches for the test runner or the harness, read from the diff (E1).
 
 The harness isolates the run from the code under test, but that code still runs inside the test
 runner's process: it can tell it is under test (pytest imported, `PYTEST_CURRENT_TEST` set) and

@@ -1,5 +1,5 @@
 """The tree the contract's tests run on: the sealed start plus the candidate's admissible changes
-(E1, E8; issue 31).
+(E1, E8).
 
 `read_tree(repo)` reads the candidate's tree once: every regular file outside the folders the
 snapshot skips, with its bytes and mode, and what it passed over (symlinks, special files, skipped

@@ -1,4 +1,4 @@
-"""Evolve bundles (issue 17; D3, D4, P15): `pagedctx evolve --bundle DIR` records an evolution
+"""Evolve bundles (D3, D4, P15): `pagedctx evolve --bundle DIR` records an evolution
 session so that `pagedctx replay DIR` can run it again from the bundle alone and compare it
 attempt by attempt.
 

@@ -1,4 +1,4 @@
-"""The attempts of an evolve session as PCP pages under a token budget (issue 16 item 2; P1, P4,
+"""The attempts of an evolve session as PCP pages under a token budget (P1, P4,
 P10, S8).
 
 Every attempt is an Original page (its content: what it changed, its verdict, why it failed; its

@@ -60,7 +60,7 @@ def run_score(
     spec: ScoreSpec, work: Path, *, isolation: Literal["sandbox", "none"] = "sandbox"
 ) -> tuple[dict[str, Any], float | None, str | None]:
     """(metrics, score, error): see the module docstring. The command runs the candidate's code, so
-    it runs in the evidence sandbox (issue 31) unless the task opted out (`isolation: none`)."""
+    it runs in the evidence sandbox unless the task opted out (`isolation: none`)."""
     if isolation == "sandbox":
         try:
             done = run_tree_isolated(spec.command, work, timeout=spec.timeout_seconds)

@@ -1,1 +1,1 @@
-"""The Model Context Protocol server (issue 21): pagedctx tools for coding agents."""
+"""The Model Context Protocol server: pagedctx tools for coding agents."""

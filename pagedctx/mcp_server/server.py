@@ -1,4 +1,4 @@
-"""`pagedctx mcp`: the Model Context Protocol server (issue 21) on the official `mcp` SDK.
+"""`pagedctx mcp`: the Model Context Protocol server on the official `mcp` SDK.
 
 Tools (pagedctx/mcp_server/tools.py does the work; blocking calls run in worker threads):
 select_code, code_evidence, session_ask, consult, explore, shelve, apply_edits, run_checks.

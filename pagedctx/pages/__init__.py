@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     )
 
 #: Where each name lives: a name is imported with its module when first used, so a reader of one
-#: model (the code index reads PBlock) does not pay for the session's state machine (issue 20).
+#: model (the code index reads PBlock) does not pay for the session's state machine.
 _HOME = {
     "Activation": "model",
     "ConsolidatedPage": "model",

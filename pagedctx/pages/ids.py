@@ -39,7 +39,7 @@ def short_number(payload: str | bytes, taken: Container[str] = (), min_length: i
 
     Still a valid page id (a digit is a hex digit) and as stable; a tokenizer reads it in fewer
     pieces than the same number of hex digits (cl100k: 6 digits are 2 tokens, 5 hex digits ~3.2),
-    which counts on pages as short as a dialogue turn (issue 19). Widened one digit per collision;
+    which counts on pages as short as a dialogue turn. Widened one digit per collision;
     ValueError only when all 64 prefixes are taken.
     """
     if not 4 <= min_length <= MAX_ID_LENGTH:

@@ -1,4 +1,4 @@
-"""The worker's output grammar in GBNF, llama.cpp's grammar format (P5, P9; issue 32).
+"""The worker's output grammar in GBNF, llama.cpp's grammar format (P5, P9).
 
 A server that enforces a GBNF grammar (llama.cpp's, in its `grammar` request field) samples only
 tokens the grammar allows, so even a 135M model writes instructions that parse. Two grammars, both

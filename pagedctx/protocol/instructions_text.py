@@ -1,4 +1,4 @@
-"""The system instructions a `<PagedContext>` carries (P6, P9), short by default (issue 19).
+"""The system instructions a `<PagedContext>` carries (P6, P9), short by default.
 
 `SHORT_INSTRUCTIONS` describe the dense rendering (`pagedctx.protocol.render`) and the three
 instructions in a few lines: every token of them is paid on every round, before any page.

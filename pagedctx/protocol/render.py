@@ -10,7 +10,7 @@ carry are written in backslash form (`pagedctx.protocol.xml_text`). Pages are or
 timeline (timestamp, then id). Every rendered document is validated; a failure is a bug, raised
 as ContextFormatError.
 
-Two forms, one schema (issue 19). The dense form (the default) writes what a reader needs per node
+Two forms, one schema. The dense form (the default) writes what a reader needs per node
 and nothing it can derive:
 - the page's text is the `<Node>`'s own text: its content (Detail), or its summary with
   `view="Summary"` (a Background_Context node is always a Summary and says nothing); child
@@ -105,7 +105,7 @@ def _stamp(value: datetime) -> str:
 
 
 def _zulu(text: str) -> str:
-    """An ISO-8601 time with `Z` for UTC: 3 tokens fewer than `+00:00` in every view (issue 19)."""
+    """An ISO-8601 time with `Z` for UTC: 3 tokens fewer than `+00:00` in every view."""
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
@@ -527,7 +527,7 @@ def serialize(root: etree._Element, *, validate: bool = True, indent: bool = Fal
 
 
 def _lay_out(root: etree._Element) -> None:
-    """One element a line, unindented (issue 19: an indent costs a token a line and says nothing
+    """One element a line, unindented (an indent costs a token a line and says nothing
     the tags do not). Only elements holding elements alone get line breaks; text is never touched."""
     for element in root.iter():
         if len(element) and not (element.text or "").strip():
@@ -539,7 +539,7 @@ def _lay_out(root: etree._Element) -> None:
 
 def markup_tokens(xml: str, count: Callable[[str], int]) -> tuple[int, int]:
     """(page tokens, all tokens) of a rendered document: page tokens are those of the texts pages
-    show (`<Summary>`, `<Content>`, a dense `<Node>`'s own text); the rest is markup (issue 19's
+    show (`<Summary>`, `<Content>`, a dense `<Node>`'s own text); the rest is markup (the
     markup share is `1 - page / all`)."""
     root = etree.fromstring(xml.encode("utf-8"), etree.XMLParser(huge_tree=True, resolve_entities=False))
     page = 0

@@ -1,4 +1,4 @@
-"""Replay bundles and batch replay (issue 17; D3, P15; docs/replay.md)."""
+"""Replay bundles and batch replay (D3, P15; docs/replay.md)."""
 
 from pagedctx.replay.bundle import BundleManifest, load_manifest, record_bundle
 from pagedctx.replay.verify import Divergence, ReplayOutcome, replay_bundle

@@ -1,4 +1,4 @@
-"""Recording a replay bundle (issue 17; D3, P15): `pagedctx run --bundle DIR`.
+"""Recording a replay bundle (D3, P15): `pagedctx run --bundle DIR`.
 
 The format and the recorder are in `pagedctx.host.records.bundle` (a `Session` opened with
 `bundle=DIR` records itself: `serve --bundles` does that for every chat session). `record_bundle`

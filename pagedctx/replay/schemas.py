@@ -1,4 +1,4 @@
-"""The replay formats as JSON Schema (issue 17; D3, P15): docs/schemas/ holds what these build;
+"""The replay formats as JSON Schema (D3, P15): docs/schemas/ holds what these build;
 a test keeps them equal to the models. Regenerate with `python -m pagedctx.replay.schemas
 [FOLDER]` (default docs/schemas)."""
 

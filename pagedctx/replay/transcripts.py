@@ -1,4 +1,4 @@
-"""Transcripts not made here, run through the paging policy (issue 17 item 3; D3, P13, P15).
+"""Transcripts not made here, run through the paging policy (D3, P13, P15).
 
 Readers:
 - `openai`: a JSONL file, each line one conversation in the OpenAI chat format: `{"messages":

@@ -1,4 +1,4 @@
-"""Replaying a bundle (issue 17; D3, P15): run its session again from the bundle alone and compare,
+"""Replaying a bundle (D3, P15): run its session again from the bundle alone and compare,
 round for round, what was recorded with what happens now.
 
 `--verify` (the default): every round's rendered XML (its sha256), token count, actions, state

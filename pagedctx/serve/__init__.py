@@ -1,4 +1,4 @@
-"""`pagedctx serve`: an OpenAI-compatible chat endpoint whose context is paged by PCP (issue 15; D2, P13).
+"""`pagedctx serve`: an OpenAI-compatible chat endpoint whose context is paged by PCP (D2, P13).
 
 - `settings.py`: what a server runs with (profile `serve:` section, environment, flags);
 - `openai_types.py`: the OpenAI chat shapes we read and write, and the error shape;

@@ -1,5 +1,5 @@
-"""Which messages of a request are new to the session (issue 15: the whole history each time;
-issue 31: branches and repeated questions).
+"""Which messages of a request are new to the session (the whole history each time;
+branches and repeated questions).
 
 OpenAI clients send the whole conversation with every request; some send a sliding window of it,
 some only the latest message, some their instructions (system or developer messages) and then

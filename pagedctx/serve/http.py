@@ -1,4 +1,4 @@
-"""Requests the HTTP parser refuses, answered in the OpenAI error shape (issue 31).
+"""Requests the HTTP parser refuses, answered in the OpenAI error shape.
 
 A request that is not valid HTTP/1.1 (a Content-Length that is negative or not a number, a broken
 chunked encoding, a malformed request line) never reaches the app: uvicorn's parser answers it with

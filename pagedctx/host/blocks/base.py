@@ -167,7 +167,7 @@ TURN_ID_LENGTH = 6  # decimal digits of a dialogue turn's page id before any col
 
 def _is_turn(piece: Piece) -> bool:
     """A turn of a dialogue: one of many short pages, whose id is a large share of what it costs
-    shown (issue 19: 8 hex digits are ~5 tokens, 5 are ~3.2, 6 decimal digits 2, on a turn of ~30)."""
+    shown (8 hex digits are ~5 tokens, 5 are ~3.2, 6 decimal digits 2, on a turn of ~30)."""
     return piece.atomic and piece.kind is PBlockKind.DIALOGUE
 
 

@@ -12,7 +12,7 @@ keep their file order; timestamps that go backwards are accepted and listed in `
 deviation raises `InputFormatError` naming the file, the line and the fix.
 
 A turn's piece says who spoke: its content is `speaker: text` (what a turn in Detail shows and
-what page search reads, issue 19), its summary the speaker and the lead sentence.
+what page search reads), its summary the speaker and the lead sentence.
 
 Handles: the block is `handle_for("dialogue:{path}")`, a turn `handle_for("dialogue:{path}:{id}")`
 (path as given, POSIX form), so the same file gives the same handles in every run.
@@ -42,7 +42,7 @@ _SAID = ": "  # between a turn's speaker and its text, in the content of its pag
 
 
 def said_by(speaker: str, text: str) -> str:
-    """A turn's page content: who spoke is part of what a turn says (issue 19)."""
+    """A turn's page content: who spoke is part of what a turn says."""
     return f"{speaker}{_SAID}{text}"
 
 

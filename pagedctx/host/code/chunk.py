@@ -7,7 +7,7 @@ it defines and the symbols it mentions. Ids are stable and readable: `path::Qual
 (overloads, redefinitions), numbered in source order.
 
 An index stores each chunk with the exact token counts of its body and skeleton, made where the
-file is parsed, and the tokenizer that made them (issue 20): a selection reads them instead of
+file is parsed, and the tokenizer that made them: a selection reads them instead of
 loading a tokenizer, and counts itself only when the index's tokenizer is another.
 """
 

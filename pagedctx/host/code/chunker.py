@@ -221,7 +221,7 @@ def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedF
 
 
 class Segments:
-    """A file's chunks, one top-level stretch of it at a time (issue 20 item 4): iterate for the
+    """A file's chunks, one top-level stretch of it at a time: iterate for the
     chunks of each segment in source order; `errors` is complete once they are all read.
 
     A file of at most `SEGMENT_BYTES` (every file under the default size limit), one that is not

@@ -1,4 +1,4 @@
-"""A file's tree-sitter parse in time linear in its size (S1, S2; issue 13).
+"""A file's tree-sitter parse in time linear in its size (S1, S2).
 
 tree-sitter-python's external scanner decides at each line break inside an indented block whether
 a NEWLINE, INDENT or DEDENT comes next, and to know the indentation of the next line of code it

@@ -2,14 +2,14 @@
 task's `allowed_paths` and outside its `forbidden_paths` (`pagedctx.evidence.task.Pins`); `..`,
 absolute paths and symlinks that leave the root are refused with SCOPE_CONFLICT.
 
-Whatever the pins say, nothing inside git's own data is writable (issue 13 item 7): a `.git`
+Whatever the pins say, nothing inside git's own data is writable: a `.git`
 folder or file at any depth, named directly, through `..`, through a symlink, or to be created;
 and the git directory a `.git` *file* points at (a worktree, a submodule, `--separate-git-dir`)
 when it lies under the root. `.git/config` can run commands (`core.fsmonitor`, hooks) the moment
 the evidence collector calls `git diff`. Names compare case-insensitively: on a case-insensitive
 file system `.GIT/config` is `.git/config`. Nor is anything inside a folder the evidence snapshot
 skips (`evidence.tree.SKIP_DIRS`: `.venv`, `node_modules`, `__pycache__`, ...): a change there
-would not show in the diff (issue 31).
+would not show in the diff.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _unseen(path: str, parts: Iterable[str]) -> None:
     if hidden:
         raise ScopeConflict(
             f"{path!r} is inside {hidden[0]!r}, a folder the evidence snapshot skips: a change there would "
-            "not show in the diff, so it is never editable (issue 31)"
+            "not show in the diff, so it is never editable"
         )
 
 

@@ -6,7 +6,7 @@ pool (tree-sitter and tiktoken both hold the GIL, so threads would not help), a 
 in-process. Results come back in task order as plain data (chunk JSON included), cheap to pickle.
 
 A file larger than `STREAM_BYTES` (only under a raised size limit) is analysed in the updating
-process as a `Stream` (issue 20 item 4): its chunks come segment by segment (`chunker.Segments`),
+process as a `Stream`: its chunks come segment by segment (`chunker.Segments`),
 counted and turned to JSON there, for the update to write in batches; the whole file's token count,
 errors and derived part are known once they are all read. Its memory is that of a segment.
 """

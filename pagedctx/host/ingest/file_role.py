@@ -1,4 +1,4 @@
-"""What a repository file is for (issue 18 item 2; S1, S5): source, test, example, docs, vendored or
+"""What a repository file is for (S1, S5): source, test, example, docs, vendored or
 generated, from its path, the first few KB of its content and the tree's `.gitattributes`.
 
 Selection spends its budget on source by default; the other roles come in only when the intent asks

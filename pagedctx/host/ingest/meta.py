@@ -41,7 +41,7 @@ class FileMeta(BaseModel):
     )
 
 
-# The format of a file's stored records: 2 = its chunks carry their token counts (issue 20). A file
+# The format of a file's stored records: 2 = its chunks carry their token counts. A file
 # whose stamp names another format (an older stamp names none: 1) is read again by the next update.
 FILE_FORMAT = 2
 
@@ -52,7 +52,7 @@ class FastMeta:
 
     `mtime_ns:size` decides whether a file is looked at; tokens, chunks and lines let the tree and
     the closing table be built without reading the full records of unchanged files; the file's
-    role (issue 18), when recorded, follows the lines (`...:lines:test:2`), so a derived cache that
+    role, when recorded, follows the lines (`...:lines:test:2`), so a derived cache that
     follows these stamps (the selection catalog) sees a role change as a change of the file.
     The last field is the format the file's records were written in (`FILE_FORMAT`); a value
     without one is of format 1.
@@ -112,7 +112,7 @@ class LanguageStats(BaseModel):
 
 
 class RootSettings(BaseModel):
-    """How a root was indexed (issue 13 item 17): re-indexing it from select, pcr or a session
+    """How a root was indexed: re-indexing it from select, pcr or a session
     reuses these, so it sees the same files `pagedctx index` admitted; an explicit value replaces them."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

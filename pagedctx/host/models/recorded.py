@@ -47,7 +47,7 @@ class ModelCall(BaseModel):
     text: str
     finish_reason: str | None = None  # "length": the answer was cut at the token limit
     # The server's usage, given back on replay: token totals, and what a retry is told ("cut off
-    # after N tokens"), are the recorded run's (None: not reported, or recorded before issue 32)
+    # after N tokens"), are the recorded run's (None: not reported, or recorded by an older version)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 

@@ -1,4 +1,4 @@
-"""How a server constrains a model's output (P15; issue 32), and schemas it can compile.
+"""How a server constrains a model's output (P15), and schemas it can compile.
 
 A role says how its server constrains output (`RoleSpec.structured`, `OpenAICompatibleBackend`):
 

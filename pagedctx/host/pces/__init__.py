@@ -1,4 +1,4 @@
-"""The code evidence engine: PCR requests answered from the index as PCES (SPEC C1-C5, issue 4)."""
+"""The code evidence engine: PCR requests answered from the index as PCES (SPEC C1-C5)."""
 
 from pagedctx.host.pces.engine import answer, answer_text
 

@@ -1,4 +1,4 @@
-"""Replay bundles (issue 17; D3, P15): the format, and the recorder a `Session` writes one with.
+"""Replay bundles (D3, P15): the format, and the recorder a `Session` writes one with.
 
 ```
 BUNDLE/

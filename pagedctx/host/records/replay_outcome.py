@@ -1,4 +1,4 @@
-"""What a replay found (issue 17; D3, P15): one bundle's outcome, its first divergence with a diff
+"""What a replay found (D3, P15): one bundle's outcome, its first divergence with a diff
 of the two contexts, and the comparisons of a counterfactual run. Shared by every kind of bundle
 (sessions: pagedctx/replay; evolution sessions: pagedctx/evolve), the report and the CLI."""
 

@@ -1,4 +1,4 @@
-"""The session trace (issue 6 item 7): one versioned JSONL event per round, for replay and audit.
+"""The session trace: one versioned JSONL event per round, for replay and audit.
 
 Each round appends one `RoundEvent`: the input and the intent it was scaffolded into, the router's
 plan, the rendered XML's sha256 and exact token count, the worker's raw output, the actions and

@@ -135,7 +135,7 @@ def _hot(
 ) -> tuple[str, ...]:
     """The pages to show in Detail: the best `max_hot` within `hot_ratio` of the best; then, while
     `hot_tokens` allows, more turns of the history (Original History pages) in the same order: when
-    the question is about the past, the budget goes to the turns that may answer it (issue 19)."""
+    the question is about the past, the budget goes to the turns that may answer it."""
     top = combined[ranked[0]] if ranked else 0.0
     if top <= 0:
         return ()

@@ -1,4 +1,4 @@
-"""A class skeleton capped to a share of the budget (issue 18 item 3; S5).
+"""A class skeleton capped to a share of the budget (S5).
 
 A container's skeleton (`pagedctx.host.code.chunker`) is its header, each member chunk's skeleton
 and its fields, and its closing line. When that is more than a skeleton may take

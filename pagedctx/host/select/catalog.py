@@ -157,7 +157,7 @@ class Catalog:
         return self._path_index.get(path)
 
     def file_roles(self) -> npt.NDArray[np.int8]:
-        """Per path, the index of its role in `ROLES` (issue 18): the role the index recorded at the
+        """Per path, the index of its role in `ROLES`: the role the index recorded at the
         end of the file's stamp, or for a file indexed before roles, the role its path says. Read
         once per catalog (a split of each stamp), then kept."""
         if self._roles is None or len(self._roles) != len(self.paths):

@@ -12,7 +12,7 @@ fit exact token counts (the index's tokenizer; stored with each chunk) in priori
     (`SelectOptions.spread_files`, rows over `spread_floor` of the best), dependencies, skeletons
     of the next-ranked candidates (up to its `skeleton` share), bodies for the best skeletons while
     they fit, then more skeletons; a definition inside a body already shown is never repeated;
-evidence (issue 18) after the source's skeletons and bodies, when the intent did not ask for tests:
+evidence after the source's skeletons and bodies, when the intent did not ask for tests:
     bodies of test chunks that reference a symbol a selected body defines, most such symbols
     first, within `SelectOptions.evidence_share` of the budget (10%);
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.

@@ -10,21 +10,21 @@ score = lexical + MENTION * named + FILE * file prior + GRAPH * personalized Pag
 - the graph term is the truncated personalized PageRank seeded by the `SEEDS` best lexical hits
   (callees, callers and enclosing definitions of what the intent is about).
 
-File roles (issue 18): the budget goes to source. A chunk of a test, example, docs, vendored or
+File roles: the budget goes to source. A chunk of a test, example, docs, vendored or
 generated file scores 0 (it neither ranks nor seeds the walk) unless the intent asks for that role
 in words (`test`, `fixture`; `example`, `demo`; `docs`; `vendored`; `generated`: `ROLE_WORDS`) or
 spells the chunk's own name code-like (`test_parse_options`). When no chunk of a wanted role has a
 score (a tree of tests only, an intent that only test names match), every role is ranked, as
 before. Tests may still come in after the source as evidence (diamond.py).
 
-Entry points (issue 18): among the `ENTRY_POOL` best rows, a function through which a request or a
+Entry points: among the `ENTRY_POOL` best rows, a function through which a request or a
 command enters, known by its name, is multiplied by `1 + ENTRY`: a dispatcher (`__call__`, a
 name led by `dispatch`, `serve`, `handle`, `wsgi`, `asgi`, `invoke`: `wsgi_app`, `ServeHTTP`,
 `handleHTTPRequest`, `dispatch_request`), and a command-line entry (`main`, `run`, `execute`, `cli`)
 only when the intent speaks of the command line (`CLI_WORDS`). Only rows the intent already
 reaches (a lexical hit, a name, or the walk) are in the pool, so an unrelated dispatcher stays out.
 
-Own words (issue 18, `SelectOptions.own_terms`, off by default): a query term that a chunk's head
+Own words (`SelectOptions.own_terms`, off by default): a query term that a chunk's head
 matches only through its enclosing names or its file path (not its own name, signature, doc or
 body) counts `CONTEXT` times in its head score, among the `CONTEXT_POOL` best lexical rows.
 Request flow (`SelectOptions.flow`, its own switch; by default on from 8k tokens of budget,

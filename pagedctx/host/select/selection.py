@@ -1,15 +1,15 @@
 """What diamond selection takes and gives (S5): options, candidates, and the selection contract.
 
-`Selection.contract()` is the JSON form others depend on (issue 5, kept exactly):
+`Selection.contract()` is the JSON form others depend on (kept exactly):
 `{"budget", "tokens", "policy", "full_files": [{"path", "tokens", "role"}], "chunks": [{"id", "path",
 "qualname", "kind", "start_line", "end_line", "mode", "tokens", "score", "why", "role"}]}`. Paths are
 relative to the index base, lines 1-based and inclusive. `tokens` is the exact count of what the
 selection shows: the sum of its full files and of its chunks' bodies or skeletons. A chunk whose
 file was promoted to a full file stays listed with `why: "promoted"` and `tokens: 0`: its text is
 inside the full file, counted once there. `role` is what the chunk's file is for, as the index
-recorded it (issue 18: source, test, example, docs, vendored, generated); `why: "evidence"` marks a
+recorded it (source, test, example, docs, vendored, generated); `why: "evidence"` marks a
 test taken after the source because it exercises a selected definition. A class skeleton shown
-capped (over `skeleton_wall_share` of the budget, issue 18 item 3) carries
+capped (over `skeleton_wall_share` of the budget) carries
 `"capped": {"members": [ids shown, in source order], "more": N}`; the key is absent otherwise.
 """
 
@@ -87,7 +87,7 @@ class SelectOptions(BaseModel):
         le=1,
         description="of the best score: a file whose best row scores under it gets no spread skeleton",
     )
-    file_roles: bool = Field(default=True, description="spend on source (issue 18); False ranks every role")
+    file_roles: bool = Field(default=True, description="spend on source; False ranks every role")
     l2_compete: bool = Field(
         default=True,
         description="L2 bodies the policy keeps (other than types and bodies about the size of their "
@@ -121,7 +121,7 @@ class SelectedFile(BaseModel):
 
 
 class CappedSkeleton(BaseModel):
-    """A class skeleton shown capped (issue 18 item 3): the members it lists, in source order, and
+    """A class skeleton shown capped: the members it lists, in source order, and
     how many it leaves out (`pagedctx.host.select.capped`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -161,7 +161,7 @@ class SessionParts:
 
 def _router_config(config: RouterConfig, budget: Budget, frame: int = 0) -> RouterConfig:
     """The router's settings for a session: the budget's `max_hot` unless set, and history turns in
-    Detail past it within the budget's `history_detail` share less the `frame` (issue 19: the rest
+    Detail past it within the budget's `history_detail` share less the `frame` (the rest
     is the trace and what the worker zooms into; governance keeps the best that fit and lets the far
     field and the latest segments go first)."""
     update: dict[str, int] = {}
@@ -278,7 +278,7 @@ def _filled(
     steps: Sequence[TraceStep],
 ) -> Synthesis:
     """The round's view with the tokens governance left unused spent on the next turns addressing
-    ranked (issue 19 item 3: the budget goes to evidence, not to slack): turns of the history not
+    ranked (the budget goes to evidence, not to slack): turns of the history not
     shown in Detail, best first, while their dense `<Node>`s fit what is left; a turn whose parent
     is folded is passed over (opening it would show its siblings too, at a cost the round's node does
     not say). Kept only when the view then renders within the budget with no governance move (no
@@ -324,7 +324,7 @@ def _filled(
 
 
 def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list[TraceStep]]:
-    """The latest turns give way to the turns addressing found (issue 19 item 3).
+    """The latest turns give way to the turns addressing found.
 
     When the plan shows a turn of the history in Detail, the roots of the history left in Summary
     (nothing of theirs revealed: the latest segments a paged dialogue keeps in the flow, P13) go to

@@ -165,7 +165,7 @@ def _dialogue_pages(
     matches) are all older: then the question is about the past and every turn is Shelved.
     Older turns are Shelved as roots of their own: known and
     searchable, and when the router addresses one it comes back alone, in Detail, without the
-    neighbours a container would unpack with it (issue 19: budget spent on evidence).
+    neighbours a container would unpack with it (budget spent on evidence).
     """
     if decision.mode == "chat":
         pages: list[Page] = [materialize(t, taken=taken, depth=0, draft=False) for t in turns]
@@ -182,7 +182,7 @@ def _dialogue_pages(
             break
         recent.append(segment)
     if addressed and not any(turns[i].handle in addressed for segment in recent for i in segment):
-        recent = []  # a question about the past: the latest turns give way (issue 19 item 3)
+        recent = []  # a question about the past: the latest turns give way
     first_recent = recent[-1].start if recent else len(turns)
     pages = []
     views: dict[str, View] = {}
@@ -250,7 +250,7 @@ def _selected(
         selection = select_context(index, intent, budget, scope=scope)
     except NoSearchTerms:
         # a chat turn such as "and then?" selects no code; the repositories stay addressable
-        # (router, Explore); with nothing else to page, the person is told (issue 13 item 9)
+        # (router, Explore); with nothing else to page, the person is told
         if not others:
             raise
         return state, 0

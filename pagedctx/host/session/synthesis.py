@@ -476,5 +476,5 @@ def _level(state: SessionState, page_id: str) -> int:
 
 def _node_lines(page: Page, view: View, level: int) -> list[str]:
     """A text shaped like the page's rendered (dense) `<Node>`, as its element lines: the
-    renderer's own estimate (`pagedctx.protocol.render.node_lines`, issue 19)."""
+    renderer's own estimate (`pagedctx.protocol.render.node_lines`)."""
     return node_lines(page, view, level, _INDENT)

@@ -1,4 +1,4 @@
-"""Scratch folders that do not outlive their process (issue 31): a private store for a bundle's run
+"""Scratch folders that do not outlive their process: a private store for a bundle's run
 or a replay, which can hold hundreds of megabytes.
 
 `scratch_dir(prefix)` makes `<tmp>/<prefix><random>` holding an `.owner` file (the pid and start

@@ -1,4 +1,4 @@
-"""Dates as search terms (issue 19 item 2; P7, P8): a turn of a conversation is found by when it was said.
+"""Dates as search terms (P7, P8): a turn of a conversation is found by when it was said.
 
 A question such as "What did Maria share on 16 June, 2023?" or "Where did Joanna travel in July
 2022?" names a day or a month, and the answer is a turn said then. Words cannot find it: the turn

@@ -1,4 +1,4 @@
-"""The intent a round works on, made once (issue 14 item 3; P8, P12, P16): its text, its words, its terms.
+"""The intent a round works on, made once (P8, P12, P16): its text, its words, its terms.
 
 The intent used to be tokenised wherever it was needed, and the router's keywords, already stemmed,
 were handed to block searches that stem again (`address` -> `addres` -> `addr` found nothing). An
