@@ -312,6 +312,22 @@ class Engine:
         return ModelModuleRunner(self.backend(spec), **options)
 
     @staticmethod
+    def consolidator_on(backend: ModelBackend) -> Consolidator:
+        """A Consolidator answering through `backend` (a face's own: a replayed evolution's folds
+        answer from their recorded calls)."""
+        from pagedctx.host.models.runner import ModelModuleRunner
+        from pagedctx.host.roles.model_backed import ModelConsolidator
+
+        return ModelConsolidator(ModelModuleRunner(backend))
+
+    @staticmethod
+    def baseline_consolidator() -> Consolidator:
+        """The baseline's merge (deterministic, calls no model)."""
+        from pagedctx.host.roles.consolidation import baseline_consolidator
+
+        return baseline_consolidator
+
+    @staticmethod
     def end(*roles: object) -> None:
         """Each role's end of session (a replayed model role checks every recorded answer was used)."""
         from pagedctx.actors.roles import end_session

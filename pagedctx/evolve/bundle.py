@@ -169,28 +169,25 @@ class _AsRecorded:
 def _recorded_consolidator(engine: Any, calls: Path) -> tuple[Any, str]:
     """The profile's Consolidator with its calls appended to `calls`, and its backend's name, when
     it is a model (the history's folds); (None, "") for the baseline's merge, which calls nothing."""
-    from pagedctx.host.roles.model_backed import ModelConsolidator
-
     spec = engine.roles.consolidator
     if spec.backend == "baseline":
         return None, ""
-    runner = engine.model_runner(spec.model_copy(update={"record": str(calls)}))
-    return ModelConsolidator(runner), runner.backend.name
+    backend = engine.backend(spec.model_copy(update={"record": str(calls)}))
+    return engine.consolidator_on(backend), backend.name
 
 
 def _replayed_consolidator(calls: Path) -> tuple[Any, _AsRecorded | None]:
     """A Consolidator answering from the recorded consolidator calls, when there are any, and its
     backend (named per run)."""
     from pagedctx.backends import ReplayBackend
-    from pagedctx.host.models.runner import ModelModuleRunner
-    from pagedctx.host.roles.model_backed import ModelConsolidator
+    from pagedctx.engine import Engine
     from pagedctx.records import read_calls
 
     recorded = [c for c in read_calls(calls) if c.module == "consolidator"] if calls.is_file() else []
     if not recorded:
         return None, None
     backend = _AsRecorded(ReplayBackend(recorded, source=str(calls)))
-    return ModelConsolidator(ModelModuleRunner(backend)), backend
+    return Engine.consolidator_on(backend), backend
 
 
 class EvolveBundleRecorder:

@@ -20,9 +20,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from pagedctx.backends import ModelBackend
+from pagedctx.backends import ModelBackend, ModelModuleRunner
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
-from pagedctx.host.models.runner import ModelModuleRunner
 from pagedctx.protocol.envelope import FailureEnvelope
 from pagedctx.workspace import CodeModification, ModificationBatch
 

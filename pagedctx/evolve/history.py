@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from pagedctx.engine import Engine
 from pagedctx.errors import BackendError, BudgetError, EnvelopeViolation, UsageError
 from pagedctx.evolve.records import Attempt, attempt_number, changed_in
-from pagedctx.host.roles.consolidation import baseline_consolidator
 from pagedctx.host.text.keywords import salient_keywords, to_keywords
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import MAX_SUMMARY_CHARS, ConsolidatedPage, Origin, OriginalPage, Page, View
@@ -121,7 +121,7 @@ class AttemptHistory:
     ) -> None:
         self.store = store
         self.session = session
-        self.consolidator = consolidator or baseline_consolidator
+        self.consolidator = consolidator or Engine.baseline_consolidator()
         self.counter = counter
         self.group = group
         self.recent = recent
@@ -157,7 +157,7 @@ class AttemptHistory:
             try:
                 merged, keywords = self.consolidator(members, goal)
             except (EnvelopeViolation, BackendError) as exc:  # a model that failed: the baseline merge
-                merged, keywords = baseline_consolidator(members, goal)
+                merged, keywords = Engine.baseline_consolidator()(members, goal)
                 merged = f"{merged} (merged by the baseline: the consolidator failed: {str(exc)[:120]})"
             self.merges += 1
             summary = f"{tally(attempts)} {merged}"[:MAX_SUMMARY_CHARS]
