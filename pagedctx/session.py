@@ -48,9 +48,14 @@ from pagedctx.protocol.budget import BudgetShares
 if TYPE_CHECKING:
     from pagedctx.config import Config
     from pagedctx.engine import Engine
-    from pagedctx.host.records.bundle import BundleRecorder, BundleStep
+    from pagedctx.host.records.bundle import BundleRecorder, BundleSink, BundleStep
     from pagedctx.host.records.trace import TraceSink
+    from pagedctx.host.roles.consolidation import Pending
+    from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest
+    from pagedctx.host.session.setup import Prepared
+    from pagedctx.pages import SessionState
     from pagedctx.protocol.budget import Budget
+    from pagedctx.protocol.tokens import CachedCounter
 
 __all__ = ["RoundReport", "Session", "SessionResult", "run"]
 
@@ -272,7 +277,7 @@ class Session:
         clock.pending = list(item.readings)
         self._bundle.step(item.step, clock, **item.extra)
 
-    def _bundle_sink(self) -> Any:
+    def _bundle_sink(self) -> BundleSink | None:
         """Where an ask's rounds go in the bundle: its files, or (inside `atomic()`) memory until
         the block commits, numbered on from the rounds the bundle and the block hold."""
         from pagedctx.host.records.bundle import BundleSink
@@ -475,13 +480,13 @@ class Session:
         except OSError as exc:
             raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
-    def _counter(self) -> Any:
+    def _counter(self) -> CachedCounter:
         return self._engine.counter
 
     # -- asking --------------------------------------------------------------------------------
 
     @property
-    def state(self) -> Any:
+    def state(self) -> SessionState:
         """The session's page state as persisted (a `pagedctx.SessionState`)."""
         from pagedctx.host.records.registry import SessionRegistry
 
@@ -635,7 +640,7 @@ class Session:
 
     def _recorded_ask(
         self,
-        sink: Any,
+        sink: BundleSink,
         *,
         intent: str,
         budget: int | None,
@@ -712,7 +717,7 @@ class Session:
             self._engine.end(consolidator)
         return applied
 
-    def _apply_pending(self, pending: Any) -> bool:
+    def _apply_pending(self, pending: Pending) -> bool:
         """A merge the Consolidator made, applied if its pages are still as they were."""
         from pagedctx.host.roles.consolidation import Pending, apply_merge
 
@@ -773,7 +778,7 @@ class Session:
         bundle: TraceSink | None = None,
         worker_output: str | None = None,
         route: bool = True,
-    ) -> tuple[Any, Any, Any]:
+    ) -> tuple[RoundsResult, Prepared, CachedCounter]:
         from pagedctx.host.records.memory import StoreMemory
         from pagedctx.host.roles.consolidation import in_process
         from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
@@ -834,7 +839,9 @@ class Session:
             engine.end(router, worker, consolidator)
         return result, prepared, counter
 
-    def _trace_sink(self, trace: str | Path | TraceSink | None, bundle: TraceSink | None = None) -> Any:
+    def _trace_sink(
+        self, trace: str | Path | TraceSink | None, bundle: TraceSink | None = None
+    ) -> TraceSink | None:
         from pagedctx.host.records.trace import StoreTraceWriter, TeeSink, TraceWriter
 
         file: TraceSink | None
@@ -848,7 +855,9 @@ class Session:
             return file
         return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)
 
-    def _on_ray(self, prepared: Any, parts: Any, request: Any, *, inline: bool = True) -> Any:
+    def _on_ray(
+        self, prepared: Prepared, parts: SessionParts, request: SessionRequest, *, inline: bool = True
+    ) -> RoundsResult:
         """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
         from pagedctx.host.session.loop import run_rounds
 
@@ -863,7 +872,12 @@ class Session:
             roles.shutdown()
 
     def _result(
-        self, result: Any, prepared: Any, counter: Any, budget: Budget, runtime: Literal["ray", "inproc"]
+        self,
+        result: RoundsResult,
+        prepared: Prepared,
+        counter: CachedCounter,
+        budget: Budget,
+        runtime: Literal["ray", "inproc"],
     ) -> SessionResult:
         from pagedctx.host.records.report import session_contract
 

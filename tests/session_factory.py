@@ -17,9 +17,9 @@ from pagedctx.host.records.trace import TraceWriter
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.loop import (
     LoopOptions,
+    RoundsResult,
     SessionParts,
     SessionRequest,
-    SessionResult,
     Worker,
     run_rounds,
 )
@@ -82,7 +82,7 @@ def session(
     rounds: int = 4,
     worker: Worker | None = None,
     options: LoopOptions | None = None,
-) -> tuple[Prepared, SessionResult]:
+) -> tuple[Prepared, RoundsResult]:
     """Run one in-process session over `inputs` (a SQLite store and the trace in tmp_path); the
     worker is the baseline unless given, the loop's rules the defaults unless `options` says."""
     counter = token_counter(None)

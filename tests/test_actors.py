@@ -15,7 +15,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.records.registry import SessionRegistry
 from pagedctx.host.records.trace import TraceWriter, read_trace
 from pagedctx.host.roles.baseline import baseline_worker
-from pagedctx.host.session.loop import SessionParts, SessionRequest, SessionResult, run_rounds
+from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
@@ -38,7 +38,7 @@ def _session(
     *,
     on_ray: bool,
     crash: dict[int, str] | None = None,
-) -> tuple[SessionResult, Path]:
+) -> tuple[RoundsResult, Path]:
     """One session in-process or on Ray; `crash`: round -> role whose actor is killed before it."""
     counter = token_counter(None)
     store = open_store(f"sqlite:///{tmp_path / 'state.db'}")

@@ -21,7 +21,7 @@ from pagedctx.host.records.report import session_contract
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.roles.router import _sittings, _Timeline, _with_sittings, address, with_replies
 from pagedctx.host.session import loop, setup
-from pagedctx.host.session.loop import LoopOptions, SessionParts, SessionRequest, SessionResult, run_rounds
+from pagedctx.host.session.loop import LoopOptions, RoundsResult, SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import ADDRESSED, Prepared, SessionInputs, prepare
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
@@ -96,7 +96,7 @@ def _run(
     *,
     addressed: int = ADDRESSED,
     options: LoopOptions | None = None,
-) -> tuple[Prepared, SessionResult]:
+) -> tuple[Prepared, RoundsResult]:
     clock = _Clock(start)
     prepared = prepare(
         SessionInputs(dialogues=(path,), addressed=addressed),
@@ -189,7 +189,7 @@ def test_an_answering_turn_far_back_comes_alone_in_detail(tmp_path: Path) -> Non
     assert result.tokens <= 1000
 
 
-def _shows(prepared: Prepared, result: SessionResult, page_id: str) -> list[str]:
+def _shows(prepared: Prepared, result: RoundsResult, page_id: str) -> list[str]:
     from pagedctx.host.records.report import shows
 
     return shows(result.state, page_id, prepared.blocks)
@@ -286,7 +286,7 @@ def test_unused_budget_goes_to_the_next_turns_addressing_ranked(tmp_path: Path) 
     _, plain = _run(path, question, 1000, start, options=LoopOptions(fill=False))
     _, filled = _run(path, question, 1000, start, options=LoopOptions(fill=True))
 
-    def detail(result: SessionResult) -> set[str]:
+    def detail(result: RoundsResult) -> set[str]:
         return {p for p, v in result.state.views.items() if v is View.DETAIL and p in result.state.pages}
 
     assert plain.tokens <= filled.tokens <= 1000

@@ -59,9 +59,9 @@ from pagedctx.protocol.tokens import TokenCounter
 __all__ = [
     "LoopOptions",
     "RoundReport",
+    "RoundsResult",
     "SessionParts",
     "SessionRequest",
-    "SessionResult",
     "Worker",
     "run_rounds",
 ]
@@ -129,7 +129,7 @@ class RoundReport(BaseModel):
     answer: str | None
 
 
-class SessionResult(BaseModel):
+class RoundsResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     state: InstanceOf[SessionState]
@@ -474,7 +474,7 @@ def _trace_round(
 
 def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 3, kept in one place
     initial: SessionState, request: SessionRequest, parts: SessionParts
-) -> SessionResult:
+) -> RoundsResult:
     """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""
     state = initial
     router = (
@@ -589,7 +589,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
     view = _View(now=now, query=request.intent, focus=final_focus, relevance=last_relevance)
     final_view = _render(state, view, request, parts, worker_steps)
-    return SessionResult(
+    return RoundsResult(
         state=final_view.state,
         xml=final_view.xml,
         tokens=final_view.tokens,
