@@ -263,8 +263,10 @@ def test_the_session_door_and_a_replay_counterfactual_start_what_their_roles_rea
 
 KEEPER = textwrap.dedent(
     """
-    import os, sys, time
+    import faulthandler, os, signal, sys, time
     from pagedctx.actors.llama_server import owned_servers
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it ever does
     from pagedctx.engine import Engine
 
     Engine.open(sys.argv[1]).serve_models()
@@ -301,7 +303,17 @@ def test_the_servers_a_command_started_end_with_it_however_it_ends(tmp_path: Pat
         if how.startswith("SIG"):  # the command is still running: so is its server
             assert answering_models(port) == ["stand-in-main"]
             proc.send_signal(getattr(signal, how))
-        proc.communicate(timeout=30)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # say where it hangs: its stacks, then what runs
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            proc.kill()
+            _, err = proc.communicate()
+            tree = subprocess.run(
+                ["ps", "-eo", "pid,ppid,sid,stat,etime,args"], check=False, capture_output=True, text=True
+            )
+            pytest.fail(f"the command did not end after {how}:\n{err.decode()}\n{tree.stdout}")
     assert gone(server, started), f"the server outlived the command ({how})"
     deadline = time.monotonic() + 5
     while answering_models(port) is not None and time.monotonic() < deadline:
