@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pagedctx.host.edit.editor import EditReport
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.select.selection import Selection
+    from pagedctx.host.store.base import Store
 
 __all__ = [
     "Checked",
@@ -117,8 +118,13 @@ def _relative_to_root(selection: Selection, base: str, root: Path | None) -> Sel
 class Workspace:
     """The repositories a face works on, and what it does with them (see the module docstring)."""
 
-    def __init__(self, engine: Engine, roots: Sequence[str | Path] = ()) -> None:
+    def __init__(
+        self, engine: Engine, roots: Sequence[str | Path] = (), *, store: Store | None = None
+    ) -> None:
+        """`store`: an open store to keep the index in (the caller closes it; default: the engine's
+        store, a connection per call)."""
         self.engine = engine
+        self.store = store
         self.roots = tuple(Path(r).resolve() for r in roots)
         for root in self.roots:
             if not root.is_dir():
@@ -139,8 +145,8 @@ class Workspace:
     # -- the index -----------------------------------------------------------------------------
 
     def index(self) -> Index:
-        """The code index of the engine's store (every repository it holds), not updated."""
-        return self.engine.open_index()
+        """The code index of the store (every repository it holds), not updated."""
+        return self.engine.index(self.store) if self.store is not None else self.engine.open_index()
 
     def update(
         self,
@@ -196,17 +202,23 @@ class Workspace:
     # -- reading code --------------------------------------------------------------------------
 
     def select(
-        self, intent: str, budget: int | str | None = None, repo: str | Path | None = None
+        self,
+        intent: str,
+        budget: int | str | None = None,
+        repo: str | Path | None = None,
+        *,
+        policy: str | None = None,
     ) -> Selected:
-        """The code `intent` needs within `budget` tokens (default: the profile's), by the profile's
-        `policy`: the baseline (BM25 + symbol-graph PageRank) or its router model. With
-        repositories, from `repo` alone (indexed first); without, from the whole store's index."""
+        """The code `intent` needs within `budget` tokens (default: the profile's), by `policy`
+        (default: the profile's): `baseline` (BM25 + symbol-graph PageRank) or `model` (its router
+        model). With repositories, from `repo` alone (indexed first); without, from the whole
+        store's index."""
         from pagedctx.host.select import select_context
         from pagedctx.host.select.catalog_cache import load_catalog
         from pagedctx.host.select.file_parts import CollectedParts
         from pagedctx.protocol.text import clean_text
 
-        policy = self._selection_policy()
+        chosen = self._selection_policy(policy or self.engine.config.policy)
         index = self.index()
         root = self.root(repo) if self.roots else None
         if root is not None:
@@ -216,13 +228,12 @@ class Workspace:
         index.require()
         scope = index.scope_of([root]) if root is not None else ()
         text = clean_text(intent)
-        selection = select_context(index, text, self.engine.budget(budget), scope=scope, policy=policy)
+        selection = select_context(index, text, self.engine.budget(budget), scope=scope, policy=chosen)
         return Selected(selection=selection, index=index, intent=text, repo=root)
 
-    def _selection_policy(self) -> Any:
+    def _selection_policy(self, name: str) -> Any:
         from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
 
-        name = self.engine.config.policy
         if name == "baseline":
             return BaselineSelectionPolicy()
         if name != "model":

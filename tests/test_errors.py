@@ -28,7 +28,7 @@ from pagedctx.errors import (
     TokenizerError,
     UsageError,
 )
-from pagedctx.evolve.workspace import AcceptRefused
+from pagedctx.evolve.folders import AcceptRefused
 from pagedctx.host.edit.editor import EditRefused
 from pagedctx.protocol.pces import PcesFormatError
 from pagedctx.protocol.pcr import PcrSyntaxError

@@ -27,11 +27,11 @@ from pagedctx.cli import app
 from pagedctx.config import load_config
 from pagedctx.errors import BudgetError, StoreError, UsageError
 from pagedctx.evolve import ScoreSpec, load_task, open_evolution
+from pagedctx.evolve.folders import AcceptRefused, AttemptFolders
 from pagedctx.evolve.generator import ModuleGenerator
 from pagedctx.evolve.records import Attempt, AttemptTokens, EvolveStore
 from pagedctx.evolve.score import run_score
 from pagedctx.evolve.strategy import parse_strategy
-from pagedctx.evolve.workspace import AcceptRefused, Workspace
 from pagedctx.host.models.recorded import FunctionBackend
 from pagedctx.protocol.tokens import token_counter
 
@@ -112,7 +112,7 @@ def test_generator_and_edit_faults_are_attempts(tmp_path: Path, answer: str, cod
     with _open(tmp_path, lambda n, p: answer, rounds=1) as evolution:
         stop = evolution.run()
         fault = evolution.attempts()[-1]
-        work = (evolution.workspace.work / "calc" / "ops.py").read_text()
+        work = (evolution.folders.work / "calc" / "ops.py").read_text()
     assert stop.code == "ROUNDS_DONE"
     assert (fault.status, fault.reason_code) == ("fault", code)
     assert fault.messages and fault.files == {}
@@ -219,7 +219,7 @@ def test_workspace_checkout_rebuilds_by_content_and_accept_refuses_conflicts(tmp
     """Item 4: whatever an attempt, its tests or a killed run left in work/, checkout makes it the
     overlay's tree exactly; accept writes only files the checkout still holds as they were."""
     repo = calc_project(tmp_path / "repo")
-    space = Workspace(tmp_path / "home")
+    space = AttemptFolders(tmp_path / "home")
     space.create(repo)
     space.checkout({})
     (space.work / "calc" / "ops.py").write_text("half written")

@@ -310,8 +310,8 @@ def accept(
 ) -> None:
     """Write an attempt's changes into the user's checkout (refused if those files changed since)."""
     from pagedctx.errors import UsageError
+    from pagedctx.evolve.folders import AttemptFolders
     from pagedctx.evolve.records import EvolveStore, best_attempt
-    from pagedctx.evolve.workspace import Workspace
 
     session, _, number = target.partition("/")
     meta, attempts, opened = _open(session, profile, store)
@@ -330,7 +330,7 @@ def accept(
                 raise UsageError(f"session {session} has no attempt yet")
         if chosen.status == "fault" or not chosen.files:
             raise UsageError(f"attempt {chosen.number} changes nothing to accept ({chosen.status})")
-        written = Workspace(Path(meta.home)).accept(chosen.files, Path(meta.repo))
+        written = AttemptFolders(Path(meta.home)).accept(chosen.files, Path(meta.repo))
         EvolveStore(opened, session).save_meta(
             meta.model_copy(update={"accepted": (*meta.accepted, chosen.id)})
         )

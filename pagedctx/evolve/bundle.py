@@ -270,7 +270,7 @@ class EvolveBundleRecorder:
                 self.calls.touch()
                 base = {
                     relative: self._keep(path.read_bytes())
-                    for relative, path in _files(evolution.workspace.base).items()
+                    for relative, path in _files(evolution.folders.base).items()
                 }
                 manifest = EvolveManifest(
                     package_version=__version__,

@@ -7,7 +7,7 @@ and record the attempt in the solutions history (S8).
 attempt 0: the original code, evaluated (tests, verdict, score): where the session starts
 round k:   parent = strategy(attempts)            best by verdict, tests passed, score
            work/ <- original + parent's overlay   by content: nothing half-applied survives
-           code   = select_context(work index, goal, budget x shares.code)   (S5)
+           code   = Workspace.select(goal, budget x shares.code), baseline      (S5)
            history = the attempts as PCP pages in the rest of the budget: the latest in
                      Detail, older ones folded by the Consolidator role (P10; history.py)
            generator(goal, code, history, parent feedback, pins) -> CodeModifications (S6)
@@ -39,6 +39,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from pagedctx.errors import ProtocolFault, UsageError
+from pagedctx.evolve.folders import AttemptFolders
 from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
 from pagedctx.evolve.history import AttemptHistory, Consolidator, describe
 from pagedctx.evolve.records import (
@@ -54,8 +55,7 @@ from pagedctx.evolve.records import (
 from pagedctx.evolve.score import run_score
 from pagedctx.evolve.strategy import parse_strategy
 from pagedctx.evolve.task import EvolveTask
-from pagedctx.evolve.workspace import Workspace
-from pagedctx.workspace import CodeModification
+from pagedctx.workspace import CodeModification, Workspace
 
 __all__ = ["Evolution", "open_evolution"]
 
@@ -153,7 +153,7 @@ class Evolution:
         self.config = engine.config
         self.records = EvolveStore(store, meta.session)
         self.meta = meta
-        self.workspace = Workspace(Path(meta.home))
+        self.folders = AttemptFolders(Path(meta.home))
         self.generator = generator
         self.clock = clock
         self.format_code = format_code
@@ -249,8 +249,8 @@ class Evolution:
     def _evaluate_original(self) -> Attempt:
         marks = _Clock(time.perf_counter(), {})
         started = self.clock()
-        self.workspace.fresh_attempt_dir(0)
-        self.workspace.checkout({})
+        self.folders.fresh_attempt_dir(0)
+        self.folders.checkout({})
         marks.mark("checkout")
         return self._judged(
             _Draft(number=0, parent=None, started=started, marks=marks, policy="original"), {}
@@ -258,7 +258,6 @@ class Evolution:
 
     def _round(self, number: int, attempts: Sequence[Attempt]) -> Attempt:
         from pagedctx.errors import EnvelopeViolation
-        from pagedctx.host.edit.editor import apply_modifications
 
         if self.generator is None:
             raise UsageError("this evolve session was opened without a generator: it can be shown, not run")
@@ -267,8 +266,8 @@ class Evolution:
         overlay = dict(parent.files) if parent is not None else {}
         marks = _Clock(time.perf_counter(), {})
         started = self.clock()
-        self.workspace.fresh_attempt_dir(number)
-        self.workspace.checkout(overlay)
+        self.folders.fresh_attempt_dir(number)
+        self.folders.checkout(overlay)
         marks.mark("checkout")
         code = self._select_code(overlay)
         marks.mark("select")
@@ -310,17 +309,18 @@ class Evolution:
         draft.mods = tuple(m.model_dump(mode="json", exclude_defaults=False) for m in written.modifications)
         draft.rationale = written.rationale
         try:
-            report = apply_modifications(
-                self.workspace.work,
+            edits = Workspace(self.engine, [self.folders.work])
+            report = edits.apply(
                 written.modifications,
                 self.task.pins,
-                formatters=None if self.format_code else {},
+                formatters=None if self.format_code else {},  # None: the profile's or the defaults
+                update_index=False,
             )
         except (ProtocolFault, EnvelopeViolation) as exc:
-            self.workspace.checkout(overlay)  # refused edits write nothing; this only proves it
+            self.folders.checkout(overlay)  # refused edits write nothing; this only proves it
             return self._fault(draft, exc.code.value, str(exc))
         marks.mark("apply")
-        files = self.workspace.overlay_after(overlay, [f.path for f in report.files])
+        files = self.folders.overlay_after(overlay, [f.path for f in report.files])
         draft.changed = _changed(written.modifications, overlay, files)
         return self._judged(draft, files)
 
@@ -371,15 +371,15 @@ class Evolution:
         from pagedctx.evidence.tree import tree_diff
         from pagedctx.evidence.verdict import judge
 
-        base = self.workspace.state()
+        base = self.folders.state()
         task_input = self.task.task_input()
         contract = self.task.contract()
         folder = collect(
             task_input,
-            self.workspace.work,
+            self.folders.work,
             pre=base,
             contract=contract,
-            artifacts_root=self.workspace.attempt_dir(draft.number),
+            artifacts_root=self.folders.attempt_dir(draft.number),
             decisions=[draft.rationale] if draft.rationale else (),
         )
         draft.marks.mark("collect")
@@ -389,7 +389,7 @@ class Evolution:
         score = error = None
         if self.task.score is not None:
             metrics, score, error = run_score(
-                self.task.score, self.workspace.work, isolation=self.task.isolation
+                self.task.score, self.folders.work, isolation=self.task.isolation
             )
             draft.marks.mark("score")
         seconds = dict(draft.marks.marks)
@@ -407,7 +407,7 @@ class Evolution:
             fail_class=tuple(c.value for c in verdict.fail_class),
             messages=verdict.notes + verdict.messages,
             acceptance_passed=_acceptance(self.task, folder, trusted),
-            diff=tree_diff(base, self.workspace.tree_state(files)),
+            diff=tree_diff(base, self.folders.tree_state(files)),
             files=files,
             metrics=metrics,
             score=score,
@@ -425,20 +425,13 @@ class Evolution:
         """The code for the goal from the parent's tree (S5). A tree seen before in this process
         (the same parent, as with `best` while no attempt improves) reuses its selection without
         touching the index; a new tree updates the index (only changed files re-parse) first."""
-        from pagedctx.host.select import select_context
-        from pagedctx.host.select.policy import BaselineSelectionPolicy
-        from pagedctx.host.select.render import selection_text
-
         key = hashlib.sha256(
             json.dumps([self.task.goal, self._code_budget, sorted(overlay.items())]).encode()
         ).hexdigest()
         known = self._selections.get(key)  # now the most recently used
         if known is None:
-            index = self.engine.index(self._index_store)
-            index.update([self.workspace.work])
-            budget = self.engine.budget(self._code_budget)
-            selection = select_context(index, self.task.goal, budget, policy=BaselineSelectionPolicy())
-            known = selection_text(index, selection)
+            code = Workspace(self.engine, [self.folders.work], store=self._index_store)
+            known = code.select(self.task.goal, self._code_budget, policy="baseline").text()
         self._selections[key] = known  # full: the least recently used selection goes first
         return known
 
@@ -509,12 +502,12 @@ def open_evolution(
             store.close()
             raise UsageError(f"--repo {repo} is not a directory")
         home = Path(config.home).resolve() / "evolve" / chosen
-        workspace = Workspace(home)
+        folders = AttemptFolders(home)
         if home.exists():  # a start killed before its record was written: begin again
             import shutil
 
             shutil.rmtree(home)
-        workspace.create(repo.resolve())
+        folders.create(repo.resolve())
         meta = EvolveMeta(
             session=chosen,
             repo=str(repo.resolve()),

@@ -27,7 +27,7 @@ from pagedctx.errors import FailCode, ProtocolFault, UsageError
 from pagedctx.evidence.seal import load_key
 from pagedctx.evidence.tree import SKIP_DIRS, FileState, RepoState, load_snapshot, save_snapshot, snapshot
 
-__all__ = ["AcceptRefused", "Workspace"]
+__all__ = ["AcceptRefused", "AttemptFolders"]
 
 Overlay = Mapping[str, str | None]
 
@@ -56,7 +56,7 @@ def _write_atomic(path: Path, data: bytes, mode: int | None) -> None:
         raise
 
 
-class Workspace:
+class AttemptFolders:
     """The folders of one session under `home` (see the module docstring)."""
 
     def __init__(self, home: Path) -> None:
