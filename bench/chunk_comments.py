@@ -23,7 +23,8 @@ from collections.abc import Callable
 import tree_sitter as ts
 
 from pagedctx.host.code.chunker import chunk_file, tags
-from pagedctx.host.code.languages import CompiledLanguage, compiled, language_for_path
+from pagedctx.host.code.grammars import CompiledLanguage, compiled
+from pagedctx.host.code.languages import language_for_path
 
 TEXT = "commented-out: total = compute(total, step) + 1"
 TAB = "\t"

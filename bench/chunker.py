@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pagedctx.host.code.chunker import chunk_file
-from pagedctx.host.code.languages import compiled, language_for_path, spec_for
+from pagedctx.host.code.grammars import compiled
+from pagedctx.host.code.languages import language_for_path, spec_for
 
 
 def best_of(fn: Callable[[], object], runs: int = 5) -> float:

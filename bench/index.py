@@ -68,7 +68,8 @@ def raw_parse_seconds(files: list[Path]) -> float:
 
 def raw_parse_times(files: list[Path]) -> tuple[float, float]:
     """`raw_parse_seconds` as (wall seconds, CPU seconds of this process)."""
-    from pagedctx.host.code.languages import compiled, spec_for
+    from pagedctx.host.code.grammars import compiled
+    from pagedctx.host.code.languages import spec_for
 
     def parse_and_tags(language: str) -> Callable[[bytes], object]:
         lang = compiled(language)

@@ -56,7 +56,7 @@ def measured(command: list[str]) -> tuple[int, float, float]:
 
 RAW_PARSE = """
 import sys
-from pagedctx.host.code.languages import compiled
+from pagedctx.host.code.grammars import compiled
 data = open(sys.argv[1], "rb").read()
 tree = compiled("python").parser().parse(data)
 print(tree.root_node.child_count)

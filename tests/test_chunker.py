@@ -23,14 +23,8 @@ from pagedctx.host.code import parsing
 from pagedctx.host.code.assembly import Dialect, dialect_of
 from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile
 from pagedctx.host.code.chunker import MAX_ERRORS, Tag, chunk_file, tags
-from pagedctx.host.code.languages import (
-    compiled,
-    language_for_path,
-    language_names,
-    query_source,
-    spec_for,
-    supported_suffixes,
-)
+from pagedctx.host.code.grammars import compiled, query_source
+from pagedctx.host.code.languages import language_for_path, language_names, spec_for, supported_suffixes
 from pagedctx.host.code.parsing import Parsed, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "code"

@@ -66,18 +66,15 @@ import tree_sitter as ts
 
 from pagedctx.errors import UsageError
 from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile, chunk_id
-from pagedctx.host.code.languages import (
+from pagedctx.host.code.grammars import (
     EXTENSION_MARK,
     IDENTIFIER_CAPTURE,
     LEADING_CAPTURE,
     TOKENS_CAPTURE,
     CompiledLanguage,
-    LanguageSpec,
     compiled,
-    language_for_path,
-    spec_for,
-    supported_suffixes,
 )
+from pagedctx.host.code.languages import LanguageSpec, language_for_path, spec_for, supported_suffixes
 from pagedctx.host.code.parsing import Parsed, parse
 
 __all__ = [

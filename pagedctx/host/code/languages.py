@@ -1,54 +1,43 @@
 """The languages the chunker knows (S2): one `LanguageSpec` per language, found by file suffix.
 
-A spec is data: the grammar package, the suffixes, the grammar's own stock `queries/tags.scm`
-(read from the installed package with importlib.resources, never copied), our extension query
-files in `queries/` (README there), the node types that wrap or precede a definition, and a few
-small rule hooks (`Rules`) for names, qualified names and skeletons. The engine in `chunker.py` has
-no per-language branches: a language is a spec in `_SPECS`, a query file and fixtures (see
-`queries/README.md`, "Adding a language"). Assembly has no tree-sitter grammar: its spec names a
-line-oriented `LineChunker` instead (`assembly.py`), which `chunk_file` and `tags` hand the file to.
+A spec is data: the grammar package, the suffixes, the grammar's stock `queries/tags.scm`, our
+extension query files in `queries/` (README there), the node types that wrap or precede a
+definition, the reserved words, and the rule hooks (`Rules`, `language_rules.py`) for names,
+qualified names and skeletons. The engine in `chunker.py` has no per-language branches: a language
+is a spec in `_SPECS`, a query file and fixtures (see `queries/README.md`, "Adding a language").
+Assembly and linker scripts have no tree-sitter grammar: their specs name a line-oriented
+`LineChunker` instead (`assembly.py`, `linker.py`), which `chunk_file` and `tags` hand the file to.
+The grammars and compiled queries are in `grammars.py`.
 
-Grammars, parsers' languages and compiled queries are built lazily, once per process, and cached.
-
-Long for a reason: one spec per language (the data of every language in one table), plus
-their small rule hooks.
+Long for a reason: the data of every language in one table.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import keyword
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.resources import files
 from types import MappingProxyType
 from typing import Literal, Protocol
-
-import tree_sitter as ts
 
 from pagedctx.errors import UsageError
 from pagedctx.host.code import assembly, linker
 from pagedctx.host.code.chunk import ChunkKind, ParsedFile
+from pagedctx.host.code.language_rules import (
+    CppRules,
+    CRules,
+    GoRules,
+    JavaRules,
+    PythonRules,
+    Rules,
+    RustRules,
+    ScriptRules,
+)
 
 __all__ = [
-    "EXTENSION_MARK",
-    "IDENTIFIER_CAPTURE",
-    "LEADING_CAPTURE",
-    "TOKENS_CAPTURE",
-    "CRules",
-    "CompiledLanguage",
-    "CppRules",
-    "GoRules",
-    "JavaRules",
     "LanguageSpec",
     "LineChunker",
-    "PythonRules",
-    "Rules",
-    "RustRules",
-    "ScriptRules",
-    "compiled",
     "language_for_path",
     "language_names",
     "spec_for",
@@ -78,314 +67,6 @@ OPAQUE_KINDS = frozenset({ChunkKind.INTERFACE, ChunkKind.STRUCT, ChunkKind.ENUM,
 CONTAINER_KINDS = frozenset(
     {ChunkKind.CLASS, ChunkKind.NAMESPACE, ChunkKind.MODULE, ChunkKind.IMPL, ChunkKind.TRAIT}
 )
-
-
-Block = Callable[[ts.Node], list[str]]
-
-
-class Rules:
-    """Per-language hooks of the engine. The defaults fit brace languages (Go, TS, JS, Rust, Java, C)."""
-
-    #: Non-chunk members of a container body listed in its skeleton (fields, properties).
-    field_types: frozenset[str] = frozenset()
-
-    def name(self, node: ts.Node, text: str) -> str:
-        """A name from a name node and its text (default: the text); the first name node's names the
-        chunk, the others' are more symbols."""
-        return text
-
-    def qualifier(self, node: ts.Node) -> str | None:
-        """A dotted qualified-name part between the enclosing chunk's scope and the name (Go: the
-        receiver type; C++ `void ns::Foo::bar()`: `ns.Foo`)."""
-        return None
-
-    def scopes(self, node: ts.Node) -> tuple[str, ...]:
-        """What a container's members are qualified with instead of its own name: the first name
-        replaces it in their qualified names, each further one gives them one more symbol
-        `other.member` (Rust `impl Display for P`: `("P", "Display")`, members `P.fmt` and
-        `Display.fmt`). Empty: the container's qualified name."""
-        return ()
-
-    def members(self, body: ts.Node) -> list[ts.Node]:
-        """The nodes of a container's body listed in its skeleton, in order (default: its named
-        children)."""
-        return body.named_children
-
-    def body(self, node: ts.Node) -> ts.Node | None:
-        """The part of a definition a skeleton leaves out: its `body`, or the body of its value."""
-        body = node.child_by_field_name("body")
-        if body is None:
-            value = node.child_by_field_name("value") or node.child_by_field_name("right")
-            if value is not None:
-                body = value.child_by_field_name("body")
-        return body
-
-    def is_member(self, node: ts.Node, first: bool) -> bool:
-        """Whether a non-chunk child of a container body appears in the container's skeleton."""
-        return node.type in self.field_types
-
-    def elide(self, head: str, body: ts.Node, indent: str, block: Block) -> str:
-        """A function skeleton from the text before its body (`head`): here `head { ... }`, or
-        `head ...` for an expression body. `indent` is the body's indentation relative to the
-        head; `block(node)` gives a node's lines with its own first-line indentation removed."""
-        if body.child_count and body.child(0).type == "{":
-            return f"{head} {{ ... }}"
-        return f"{head} ..."
-
-    def open_container(self, head: str) -> str:
-        return f"{head} {{"
-
-    def close_container(self, has_members: bool, indent: str) -> list[str]:
-        return ["}"]
-
-
-class PythonRules(Rules):
-    """Python: `def f(...):` + docstring + `...`; class bodies list docstring, fields, methods."""
-
-    def docstring(self, body: ts.Node) -> ts.Node | None:
-        """The first statement of a body if it is a string."""
-        first = body.named_child(0) if body.named_child_count else None
-        if first is not None and first.type == "expression_statement" and first.named_child_count == 1:
-            string = first.named_child(0)
-            if string is not None and string.type in ("string", "concatenated_string"):
-                return first
-        return None
-
-    def is_member(self, node: ts.Node, first: bool) -> bool:
-        """Class attributes (`x: int = 0`), and the docstring when it comes first."""
-        inner = (
-            node.named_child(0) if node.type == "expression_statement" and node.named_child_count else None
-        )
-        if inner is None:
-            return False
-        return inner.type == "assignment" or (first and inner.type in ("string", "concatenated_string"))
-
-    def elide(self, head: str, body: ts.Node, indent: str, block: Block) -> str:
-        doc = self.docstring(body)
-        lines = [head]
-        if doc is not None:
-            lines.extend(f"{indent}{line}" if line else line for line in block(doc))
-        lines.append(f"{indent}...")
-        return "\n".join(lines)
-
-    def open_container(self, head: str) -> str:
-        return head
-
-    def close_container(self, has_members: bool, indent: str) -> list[str]:
-        return [] if has_members else [f"{indent}..."]
-
-
-class GoRules(Rules):
-    """Go: a method's qualified name is `Receiver.Method`, the receiver stripped of `*` and `[T]`."""
-
-    def qualifier(self, node: ts.Node) -> str | None:
-        receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
-        if receiver is None:
-            return None
-        for param in receiver.named_children:
-            if param.type != "parameter_declaration":
-                continue
-            kind = param.child_by_field_name("type")
-            while kind is not None and kind.type in ("pointer_type", "generic_type", "parenthesized_type"):
-                kind = kind.child_by_field_name("type") or (
-                    kind.named_children[0] if kind.named_child_count else None
-                )
-            if kind is not None and kind.type == "type_identifier":
-                return (kind.text or b"").decode("utf-8", "replace")
-        return None
-
-
-class ScriptRules(Rules):
-    """TypeScript and JavaScript: `Foo.prototype.bar = function` is `Foo.bar`; class fields and
-    namespace-level declarations are listed in skeletons."""
-
-    field_types = frozenset(
-        {
-            "public_field_definition",
-            "field_definition",
-            "index_signature",
-            "property_signature",
-            "lexical_declaration",
-            "variable_declaration",
-            "export_statement",
-        }
-    )
-
-    def qualifier(self, node: ts.Node) -> str | None:
-        left = node.child_by_field_name("left") if node.type == "assignment_expression" else None
-        target = (
-            left.child_by_field_name("object")
-            if left is not None and left.type == "member_expression"
-            else None
-        )
-        if target is None or target.type != "member_expression":
-            return None
-        owner, prototype = target.child_by_field_name("object"), target.child_by_field_name("property")
-        if owner is None or prototype is None or prototype.text != b"prototype" or owner.type != "identifier":
-            return None
-        return (owner.text or b"").decode("utf-8", "replace")
-
-
-def _text(node: ts.Node | None) -> str:
-    return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
-
-
-def _squeeze(text: str) -> str:
-    """Runs of whitespace as one space (names spanning lines stay one line)."""
-    return " ".join(text.split())
-
-
-class RustRules(Rules):
-    """Rust: `impl [Trait for] Type` is named `Type`, or `Trait for Type` for a trait impl (the type's
-    and trait's paths and the type's generic arguments dropped: `impl<T> fmt::Display for P<T>` is
-    `Display for P`, `impl From<u8> for P` is `From<u8> for P`); its members are qualified with the
-    type (`P.fmt`) and also get the symbol `Trait.member` (`Display.fmt`). Traits list their
-    associated types."""
-
-    field_types = frozenset({"associated_type"})
-    _TYPE_PATHS = frozenset({"generic_type", "scoped_type_identifier"})
-
-    @staticmethod
-    def _base(node: ts.Node) -> str:
-        """`P` for `P`, `P<T>`, `a::P`, `a::P<T>`; other types (`&T`, `[T]`) as written."""
-        while node.type in RustRules._TYPE_PATHS:
-            inner = node.child_by_field_name("type" if node.type == "generic_type" else "name")
-            if inner is None:
-                break
-            node = inner
-        return _squeeze(_text(node))
-
-    @staticmethod
-    def _trait(trait: ts.Node) -> str:
-        """`Display` for `fmt::Display`, `From<u8>` for `convert::From<u8>`."""
-        arguments = trait.child_by_field_name("type_arguments") if trait.type == "generic_type" else None
-        return RustRules._base(trait) + _squeeze(_text(arguments))
-
-    def name(self, node: ts.Node, text: str) -> str:
-        top = node
-        while top.parent is not None and top.parent.type in self._TYPE_PATHS:
-            top = top.parent
-        impl = top.parent
-        if impl is None or impl.type != "impl_item" or impl.child_by_field_name("type") != top:
-            return text
-        trait = impl.child_by_field_name("trait")
-        base = self._base(top)
-        return f"{self._trait(trait)} for {base}" if trait is not None else base
-
-    def scopes(self, node: ts.Node) -> tuple[str, ...]:
-        kind = node.child_by_field_name("type") if node.type == "impl_item" else None
-        if kind is None:
-            return ()
-        trait = node.child_by_field_name("trait")
-        return (self._base(kind),) if trait is None else (self._base(kind), self._base(trait))
-
-
-class JavaRules(Rules):
-    """Java: class-like skeletons list fields, constants, enum constants and annotation elements;
-    an enum's members after its constants (`enum_body_declarations`) are listed like a class's."""
-
-    field_types = frozenset(
-        {
-            "field_declaration",
-            "constant_declaration",
-            "enum_constant",
-            "annotation_type_element_declaration",
-        }
-    )
-
-    def members(self, body: ts.Node) -> list[ts.Node]:
-        out: list[ts.Node] = []
-        for node in body.named_children:
-            out.extend(node.named_children if node.type == "enum_body_declarations" else (node,))
-        return out
-
-
-#: Declarator nodes the name of a C/C++ declaration is nested in (`*f(void)`, `x = 1`, `(*cb)(int)`).
-_DECLARATORS = frozenset(
-    {
-        "function_declarator",
-        "pointer_declarator",
-        "reference_declarator",
-        "array_declarator",
-        "init_declarator",
-        "parenthesized_declarator",
-        "attributed_declarator",
-    }
-)
-_C_TAGGED = frozenset({"struct_specifier", "union_specifier", "enum_specifier", "class_specifier"})
-_NOT_DECLARATORS = frozenset({"type_qualifier", "attribute", "attribute_specifier", "ms_call_modifier"})
-_OPERATOR_SPACE = re.compile(r"^operator\s+(?=[^\w\s])")
-
-
-def _declarator_leaf(node: ts.Node | None) -> ts.Node | None:
-    """The name inside a C/C++ declarator (`get` in `*get(void)`, `Foo::bar` in `Foo::bar() const`)."""
-    while node is not None and node.type in _DECLARATORS:
-        inner = node.child_by_field_name("declarator")
-        if inner is None:  # `(*cb)`, `&x`; in `(APIENTRY name)` macros parse as ERROR: the last one
-            named = [c for c in node.named_children if c.type not in _NOT_DECLARATORS and not c.is_error]
-            inner = named[-1] if named else None
-        node = inner
-    return node
-
-
-class CRules(Rules):
-    """C: a declaration is named by the identifier inside its declarator (`get` for `int *get(void)`),
-    and `typedef struct tag {...} name;` by `name` (the tag is one more symbol)."""
-
-    def name(self, node: ts.Node, text: str) -> str:
-        tagged = node.parent
-        typedef = tagged.parent if tagged is not None and tagged.type in _C_TAGGED else None
-        if (
-            typedef is not None
-            and typedef.type == "type_definition"
-            and tagged is not None
-            and tagged.child_by_field_name("name") == node
-            and (declared := _declarator_leaf(typedef.child_by_field_name("declarator"))) is not None
-        ):
-            return self.name(declared, _text(declared))
-        leaf = _declarator_leaf(node)
-        if leaf is None:
-            return _squeeze(text)
-        return _squeeze(text if leaf == node else _text(leaf))
-
-
-class CppRules(CRules):
-    """C++: everything of C; `ns::Foo::bar` is named `bar` and qualified `ns.Foo` (template arguments of
-    the scope dropped: `Box<T>::get` is `Box.get`); operators are `operator==`, `operator bool`;
-    `namespace a::b` is `a.b`; class skeletons list data members, access specifiers, friends."""
-
-    field_types = frozenset(
-        {"field_declaration", "access_specifier", "friend_declaration", "using_declaration"}
-    )
-
-    def name(self, node: ts.Node, text: str) -> str:
-        leaf = _declarator_leaf(node)
-        if leaf is not None and leaf.type == "qualified_identifier":
-            while leaf is not None and leaf.type == "qualified_identifier":
-                leaf = leaf.child_by_field_name("name")
-            if leaf is None:
-                return _squeeze(text)
-            return self.name(leaf, _text(leaf))
-        if leaf is not None and leaf.type == "operator_cast":
-            return _squeeze(_text(leaf).split("(", 1)[0])
-        if leaf is not None and leaf.type == "operator_name":
-            return _OPERATOR_SPACE.sub("operator", _squeeze(_text(leaf)))
-        if node.type == "nested_namespace_specifier":
-            return ".".join(_text(part) for part in node.named_children)
-        return super().name(node, text)
-
-    def qualifier(self, node: ts.Node) -> str | None:
-        name = node.child_by_field_name("name")
-        leaf = name if name is not None else _declarator_leaf(node.child_by_field_name("declarator"))
-        parts = []
-        while leaf is not None and leaf.type == "qualified_identifier":
-            scope = leaf.child_by_field_name("scope")
-            if scope is not None and scope.type == "template_type":
-                scope = scope.child_by_field_name("name")
-            if scope is not None:
-                parts.append(_text(scope))
-            leaf = leaf.child_by_field_name("name")
-        return ".".join(parts) or None
 
 
 #: A tag as a line chunker reports it: role, kind, name, 1-based line, start byte (`chunker.Tag`).
@@ -725,115 +406,3 @@ def spec_for(language: str) -> LanguageSpec:
             f"no chunker for language {language!r}: known languages are {', '.join(language_names())} "
             f"(suffixes {' '.join(supported_suffixes())})"
         ) from None
-
-
-_DEFINITION_KIND = re.compile(r"@(?:name\.)?definition\.([A-Za-z_]+)")
-IDENTIFIER_CAPTURE = "identifier"
-"""The capture of the pattern appended to the chunking query for identifier-like leaves."""
-EXTENSION_MARK = ".ext"
-"""Suffix of our extension files' `@definition.<kind>` captures in the compiled queries: when a stock
-pattern and one of ours capture the same node, ours says what it is (chunker rule 1)."""
-_EXTENSION_DEFINITION = re.compile(r"@definition\.([A-Za-z_]+)")
-_MARK = rf"@definition.\1{EXTENSION_MARK}"
-LEADING_CAPTURE = "leading"
-"""The capture of the pattern appended to the chunking query for `leading_types` nodes."""
-TOKENS_CAPTURE = "tokens"
-"""The capture of the pattern appended to the chunking query for `token_types` nodes."""
-
-
-@dataclass(frozen=True)
-class CompiledLanguage:
-    """A language's grammar and queries, compiled once per process (see `compiled`)."""
-
-    spec: LanguageSpec
-    language: ts.Language
-    chunking: ts.Query
-    """Stock + extension queries, every pattern that defines no known kind disabled, then the
-    engine's patterns: identifier-like leaves (`@identifier`) and `leading_types` nodes (`@leading`).
-    One tree walk per file gives everything."""
-    identifier_types: frozenset[str]
-
-    def parser(self) -> ts.Parser:
-        """A new parser (parsers are cheap and not thread-safe, so none is shared)."""
-        return ts.Parser(self.language)
-
-    @functools.cached_property
-    def tags(self) -> ts.Query:
-        """Stock + extension queries with every pattern enabled (definitions and references), but the
-        stock definition patterns of a spec without `stock_definitions`; the stock `@doc` capture
-        off (tags do not use it, and the stock `(comment)* @doc` made a run of k comments cost k^2)."""
-        text = query_source(self.spec)
-        query = _query(self.language, text, self.spec.name)
-        _disable_stock_definitions(self.spec, query, text)
-        query.disable_capture("doc")
-        return query
-
-
-def _stock_source(spec: LanguageSpec) -> str:
-    parts = []
-    for package, resource in spec.stock_sources():
-        stock = files(package).joinpath(resource).read_text(encoding="utf-8")
-        parts.append(f"; ---- stock: {package}/{resource}\n{stock}")
-    return "\n".join(parts)
-
-
-def query_source(spec: LanguageSpec) -> str:
-    """The stock tags.scm files of a spec followed by its extension files, as one query text; the
-    extension files' `@definition.<kind>` captures are marked `@definition.<kind>.ext`."""
-    parts = [_stock_source(spec)] if spec.stock_sources() else []
-    queries = files("pagedctx.host.code").joinpath("queries")
-    for name in spec.extension_queries:
-        ours = queries.joinpath(name).read_text(encoding="utf-8")
-        parts.append(f"; ---- extension: queries/{name}\n{_EXTENSION_DEFINITION.sub(_MARK, ours)}")
-    return "\n".join(parts)
-
-
-def _pattern_text(query: ts.Query, raw: bytes, index: int) -> str:
-    return raw[query.start_byte_for_pattern(index) : query.end_byte_for_pattern(index)].decode()
-
-
-def _disable_stock_definitions(spec: LanguageSpec, query: ts.Query, text: str) -> None:
-    """Disable the stock file's definition patterns of a spec without `stock_definitions`."""
-    if spec.stock_definitions:
-        return
-    raw, stock_end = text.encode(), len(_stock_source(spec).encode())
-    for index in range(query.pattern_count):
-        if query.start_byte_for_pattern(index) >= stock_end:
-            break
-        if _DEFINITION_KIND.search(_pattern_text(query, raw, index)):
-            query.disable_pattern(index)
-
-
-def _query(language: ts.Language, text: str, name: str) -> ts.Query:
-    try:
-        return ts.Query(language, text)
-    except ts.QueryError as exc:
-        raise UsageError(
-            f"the tags queries for {name} do not compile against the installed grammar ({exc}); "
-            "reinstall pagedctx with its pinned tree-sitter grammar packages"
-        ) from None
-
-
-@functools.cache
-def compiled(language: str) -> CompiledLanguage:
-    """The compiled grammar and queries of a language, built on first use and cached."""
-    spec = spec_for(language)
-    lang = ts.Language(spec.load_grammar())
-    kinds = frozenset(kind for kind in spec.identifier_types if lang.id_for_node_kind(kind, True) is not None)
-    leading = sorted(kind for kind in spec.leading_types if lang.id_for_node_kind(kind, True) is not None)
-    tokens = sorted(kind for kind in spec.token_types if lang.id_for_node_kind(kind, True) is not None)
-    extra = [
-        "[" + " ".join(f"({kind})" for kind in sorted(kinds)) + f"] @{IDENTIFIER_CAPTURE}",
-        *(["[" + " ".join(f"({kind})" for kind in leading) + f"] @{LEADING_CAPTURE}"] if leading else []),
-        *(["[" + " ".join(f"({kind})" for kind in tokens) + f"] @{TOKENS_CAPTURE}"] if tokens else []),
-    ]
-    text = query_source(spec) + "\n; ---- engine\n" + "\n".join(extra) + "\n"
-    query = _query(lang, text, spec.name)
-    raw = text.encode()
-    for index in range(query.pattern_count - len(extra)):
-        pattern = _pattern_text(query, raw, index)
-        if not any(spec.kind(kind) is not None for kind in _DEFINITION_KIND.findall(pattern)):
-            query.disable_pattern(index)
-    _disable_stock_definitions(spec, query, text)
-    query.disable_capture("doc")  # the engine attaches doc comments itself (chunker rule 2)
-    return CompiledLanguage(spec, lang, query, kinds)

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import tree_sitter as ts
 
-from pagedctx.host.code.languages import CompiledLanguage
+from pagedctx.host.code.grammars import CompiledLanguage
 
 __all__ = ["RUN_LINES", "Parsed", "parse"]
 

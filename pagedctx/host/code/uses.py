@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 import tree_sitter as ts
 
-from pagedctx.host.code.languages import compiled, spec_for
+from pagedctx.host.code.grammars import compiled
+from pagedctx.host.code.languages import spec_for
 from pagedctx.host.code.parsing import parse
 
 __all__ = ["CodeUses", "Definition", "Import", "Use", "code_uses"]
