@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import UsageError
-from pagedctx.evolve.bundle import context_text, replay_evolve_bundle
+from pagedctx.evolve.bundle import context_text
+from pagedctx.evolve.bundle_replay import replay_evolve_bundle
 from pagedctx.host.records.bundle import bundle_kind, load_evolve_manifest, load_manifest
 
 

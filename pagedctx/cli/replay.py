@@ -34,7 +34,7 @@ def _one(args: Job) -> dict[str, Any]:
     folder, budget, scale, profile = args
     try:
         if bundle_kind(Path(folder)) == "evolve":  # an evolution session (`evolve --bundle`)
-            from pagedctx.evolve.bundle import replay_evolve_bundle
+            from pagedctx.evolve.bundle_replay import replay_evolve_bundle
 
             outcome = replay_evolve_bundle(Path(folder), budget=budget, profile=profile, budget_scale=scale)
             return outcome.model_dump(mode="json")
