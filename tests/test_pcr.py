@@ -33,12 +33,11 @@ from pagedctx.protocol.pces import (
     exist_content,
     impl_content,
     missing_content,
-    parse_pces,
-    render_pces,
     shape_problem,
     summary_content,
     unit_id,
 )
+from pagedctx.protocol.pces_text import parse_pces, render_pces
 from pagedctx.protocol.pcr import (
     REF_FORMS,
     VIEWS,

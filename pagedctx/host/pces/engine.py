@@ -59,11 +59,11 @@ from pagedctx.protocol.pces import (
     exist_content,
     impl_content,
     missing_content,
-    render_pces,
     same_as_content,
     summary_content,
     unit_id,
 )
+from pagedctx.protocol.pces_text import render_pces
 from pagedctx.protocol.pcr import (
     CallchainRef,
     EndRef,
