@@ -49,15 +49,14 @@ as one comment, and gives the lines' comments back for rule 2). The rules, in or
    not UTF-8 is decoded with U+FFFD replacements and says so in `errors`. An unknown language raises
    `UsageError` (callers filter with `language_for_path` first).
 
-Long for a reason: one engine for every tree-sitter language (captures, nesting, names,
-skeletons), with no per-language branches; the per-language parts live in languages.py.
+The engine is in four modules: this one (files, windows, syntax errors, tags), `definitions.py`
+(rules 1-3 and 5), `skeletons.py` (rule 4) and `source_text.py` (the bytes, decoded); the
+per-language parts are in `languages.py` and `language_rules.py`.
 """
 
 from __future__ import annotations
 
 import bisect
-import codecs
-import operator
 import re
 from collections.abc import Iterator
 from typing import Literal, NamedTuple
@@ -65,146 +64,35 @@ from typing import Literal, NamedTuple
 import tree_sitter as ts
 
 from pagedctx.errors import UsageError
-from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile, chunk_id
+from pagedctx.host.code.chunk import Chunk, ParsedFile, chunk_id
+from pagedctx.host.code.definitions import (
+    RANKS,
+    Leading,
+    Rank,
+    capture_kind,
+    find_definitions,
+    nest,
+    referenced_words,
+    wrapped,
+)
 from pagedctx.host.code.grammars import (
-    EXTENSION_MARK,
     IDENTIFIER_CAPTURE,
     LEADING_CAPTURE,
     TOKENS_CAPTURE,
     CompiledLanguage,
     compiled,
 )
-from pagedctx.host.code.languages import LanguageSpec, language_for_path, spec_for, supported_suffixes
+from pagedctx.host.code.languages import language_for_path, spec_for, supported_suffixes
 from pagedctx.host.code.parsing import Parsed, parse
+from pagedctx.host.code.skeletons import skeleton
+from pagedctx.host.code.source_text import SourceText, is_utf8
 
-__all__ = [
-    "KIND_PRECEDENCE", "MAX_ERRORS", "SEGMENT_BYTES", "VALUE_SKELETON_LINES", "Segments", "Tag",
-    "chunk_file", "tags",
-]  # fmt: skip
+__all__ = ["MAX_ERRORS", "SEGMENT_BYTES", "Segments", "Tag", "chunk_file", "tags"]
 
-K = ChunkKind
-#: Among captures of the same origin (stock or extension) on one node, the earliest kind here wins.
-KIND_PRECEDENCE: tuple[ChunkKind, ...] = (
-    K.STRUCT, K.ENUM, K.TRAIT, K.INTERFACE, K.IMPL, K.CLASS, K.NAMESPACE, K.MODULE, K.MACRO, K.METHOD,
-    K.FUNCTION, K.TYPE, K.LABEL, K.CONSTANT, K.VARIABLE,
-)  # fmt: skip
-_RANK = {kind: rank for rank, kind in enumerate(KIND_PRECEDENCE)}
-_CLASS_LIKE = frozenset({K.CLASS, K.STRUCT, K.INTERFACE, K.TRAIT, K.IMPL, K.ENUM})
-_FUNCTIONS = frozenset({K.FUNCTION, K.METHOD})
-_VALUES = frozenset({K.CONSTANT, K.VARIABLE, K.LABEL, K.MACRO})
 MAX_ERRORS = 100
 #: Files larger than this are chunked a window of this many bytes at a time (`Segments`).
 SEGMENT_BYTES = 1 << 20
 _TOP_LINE = re.compile(rb"\n[ \t\r\f]*\n(?=[^\s)\]}])")
-VALUE_SKELETON_LINES = 20
-_DEFAULT_INDENT = "    "
-_Key = tuple[int, int, str]
-_Rank = tuple[bool, bool, int]
-_SPAN = operator.attrgetter("start_byte", "end_byte")
-#: The identifier-like words of a `token_types` node's text (group 1), strings and comments skipped.
-_WORDS = re.compile(
-    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/|(?<![\w.])([A-Za-z_]\w*)', re.S
-)
-_QUESTION_MARKS = "pagedctx.question_marks"
-_BLANK = (b" ", b"\t", b"\r", b"\n")
-#: What ends a member listed in a container's skeleton: `x;`, a Java enum constant's `A,`, C++ `public:`.
-_MEMBER_ENDS = (b";", b",", b":")
-
-
-def _question_marks(error: UnicodeError) -> tuple[str, int]:
-    """Decoding error handler: one `?` per undecodable byte, so byte offsets survive a round trip."""
-    if not isinstance(error, UnicodeDecodeError):
-        raise error
-    return "?" * (error.end - error.start), error.end
-
-
-codecs.register_error(_QUESTION_MARKS, _question_marks)
-
-
-def _key(node: ts.Node) -> _Key:
-    return (node.start_byte, node.end_byte, node.type)
-
-
-class _Def:
-    """A definition on its way to becoming a Chunk."""
-
-    __slots__ = (
-        "aliases", "anchor", "children", "end", "end_point", "kind", "name", "names", "node", "parent",
-        "qualname", "rank", "scope", "skeleton", "start", "start_row", "symbols",
-    )  # fmt: skip
-
-    def __init__(self, node: ts.Node, kind: ChunkKind, rank: _Rank) -> None:
-        self.node = node
-        self.kind = kind
-        self.rank = rank
-        self.names: list[ts.Node] = []
-        self.anchor = node
-        self.start = self.end = self.start_row = 0
-        self.end_point = (0, 0)
-        self.name = self.qualname = self.skeleton = self.scope = ""
-        self.parent: str | None = None  # the enclosing chunk's qualname (no back reference: no cycle)
-        self.children: list[_Def] = []
-        self.aliases: tuple[str, ...] = ()  # further scopes of a container (Rules.scopes)
-        self.symbols: set[str] = set()  # symbols_defined beyond qualname and name
-
-
-class _Source:
-    """The file's bytes with the decoding policy of this file (strict unless it is not UTF-8)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.errors = "strict"
-        self.problem: str | None = None
-        self.ascii = data.decode("ascii") if data.isascii() else None
-        self.indents: dict[int, str | None] = {}
-        self.parsed = data
-        """What tree-sitter parses: `data`, with each invalid UTF-8 byte made `?` (same offsets), as
-        the query predicates decode node text strictly."""
-        try:
-            if self.ascii is None:
-                data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.errors = "replace"
-            line, column = self.position(exc.start)
-            self.problem = f"line {line}, column {column}: invalid UTF-8, decoded with U+FFFD replacements"
-            self.parsed = data.decode("utf-8", _QUESTION_MARKS).encode("utf-8")
-
-    def text(self, start: int, end: int) -> str:
-        if self.ascii is not None:  # byte offsets are character offsets
-            return self.ascii[start:end]
-        return self.data[start:end].decode("utf-8", self.errors)
-
-    def position(self, offset: int) -> tuple[int, int]:
-        """1-based line and character column of a byte offset."""
-        line_start = self.data.rfind(b"\n", 0, offset) + 1
-        column = len(self.data[line_start:offset].decode("utf-8", "replace")) + 1
-        return self.data.count(b"\n", 0, offset) + 1, column
-
-    def indent(self, offset: int) -> str | None:
-        """The whitespace before `offset` on its line, or None if code precedes it there."""
-        if offset in self.indents:
-            return self.indents[offset]
-        line_start = self.data.rfind(b"\n", 0, offset) + 1
-        prefix = self.data[line_start:offset]
-        found = self.indents[offset] = prefix.decode("utf-8", "replace") if not prefix.strip() else None
-        return found
-
-    def block(self, start: int, end: int, limit: int = 0) -> list[str]:
-        """Lines of `source[start:end]` (at most `limit` if set) without the first line's indentation,
-        right-stripped."""
-        prefix = self.indent(start) or ""
-        if limit:
-            cut = start
-            for _ in range(limit):
-                cut = self.data.find(b"\n", cut, end) + 1
-                if not cut:
-                    break
-            end = cut - 1 if cut else end
-        lines = self.text(start, end).replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        out = [lines[0].rstrip()]
-        for line in lines[1:]:
-            out.append((line[len(prefix) :] if prefix and line.startswith(prefix) else line).rstrip())
-        return out
 
 
 def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedFile:
@@ -257,19 +145,19 @@ class Segments:
             return
         lang = compiled(name)
         seen: dict[str, int] = {}
-        if len(source) <= SEGMENT_BYTES or not _utf8(source):
-            src = _Source(source)
+        if len(source) <= SEGMENT_BYTES or not is_utf8(source):
+            src = SourceText(source)
             yield self._chunks(lang, src, parse(lang, src.parsed), seen, len(source), 0, 0)
             self.errors = (*([src.problem] if src.problem else []), *self._finished())
             return
         start, row = 0, 0
         while start < len(source):
             end = _window_end(source, start + SEGMENT_BYTES)
-            src = _Source(source[start:end])
+            src = SourceText(source[start:end])
             parsed = parse(lang, src.parsed)
             cut = _cut(parsed.tree.root_node, src.data) if end < len(source) else len(src.data)
             if cut is None:  # an error, or one top-level node: the rest of the file as a whole
-                src = _Source(source[start:])
+                src = SourceText(source[start:])
                 parsed = parse(lang, src.parsed)
                 cut = len(src.data)
             yield self._chunks(lang, src, parsed, seen, cut, start, row)
@@ -281,7 +169,7 @@ class Segments:
     def _chunks(  # noqa: PLR0917 - one window's state, in the order it is read
         self,
         lang: CompiledLanguage,
-        src: _Source,
+        src: SourceText,
         parsed: Parsed,
         seen: dict[str, int],
         cut: int,
@@ -295,13 +183,13 @@ class Segments:
         captures = ts.QueryCursor(lang.chunking).captures(root)
         if cut < len(src.data):
             captures = {key: [n for n in nodes if n.start_byte < cut] for key, nodes in captures.items()}
-        leading = _Leading(parsed.comments(captures.get(LEADING_CAPTURE, [])), src)
-        defs = _nest(lang.spec, _definitions(lang.spec, captures, src), leading)
+        leading = Leading(parsed.comments(captures.get(LEADING_CAPTURE, [])), src)
+        defs = nest(lang.spec, find_definitions(lang.spec, captures, src), leading)
         identifiers, tokens = captures.get(IDENTIFIER_CAPTURE, []), captures.get(TOKENS_CAPTURE, [])
-        starts, words = _identifiers(identifiers, tokens, src)
+        starts, words = referenced_words(identifiers, tokens, src)
         keywords = lang.spec.keywords
         for d in reversed(defs):  # children before parents: container skeletons reuse theirs
-            d.skeleton = _skeleton(lang.spec, d, leading)
+            d.skeleton = skeleton(lang.spec, d, leading)
         chunks = []
         for d in defs:
             seen[d.qualname] = occurrence = seen.get(d.qualname, 0) + 1
@@ -333,7 +221,7 @@ class Segments:
         self._note_errors(root, src, cut, rows)
         return tuple(chunks)
 
-    def _note_errors(self, root: ts.Node, src: _Source, cut: int, rows: int) -> None:
+    def _note_errors(self, root: ts.Node, src: SourceText, cut: int, rows: int) -> None:
         """Rule 6 for the part of the file before `cut`: at most `MAX_ERRORS` listed in all."""
         found = [node for node in _error_nodes(root) if node.start_byte < cut]
         room = MAX_ERRORS - len(self._errors)
@@ -347,16 +235,6 @@ class Segments:
         more = self._more_at
         tail = [f"{more}: {self._error_count - MAX_ERRORS} more syntax errors not listed"] if more else []
         return (*self._errors, *tail)
-
-
-def _utf8(data: bytes) -> bool:
-    if data.isascii():
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _window_end(data: bytes, at: int) -> int:
@@ -382,17 +260,6 @@ def _cut(root: ts.Node, data: bytes) -> int | None:
     return None
 
 
-def _kind(spec: LanguageSpec, capture: str) -> tuple[ChunkKind, _Rank] | None:
-    """The kind of a `definition.<kind>[.ext]` capture and its rank among captures of one node: any
-    kind beats a value kind (a `const` holding a function is a function), then an extension's kind
-    beats a stock one (Go: `struct` over the stock `type`), then `KIND_PRECEDENCE`."""
-    name, _, mark = capture[len("definition.") :].partition(".")
-    kind = spec.kind(name)
-    if kind is None:
-        return None
-    return kind, (kind in _VALUES, mark != EXTENSION_MARK[1:], _RANK[kind])
-
-
 def _language(path: str, language: str | None) -> str:
     name = language or language_for_path(path)
     if name is None:
@@ -401,256 +268,6 @@ def _language(path: str, language: str | None) -> str:
             f"no chunker for {path!r}: supported suffixes are {suffixes}; pass language= to force one"
         )
     return name
-
-
-def _definitions(spec: LanguageSpec, captures: dict[str, list[ts.Node]], src: _Source) -> list[_Def]:
-    """Rule 1: one _Def per captured definition node, holding the names inside it; in source order,
-    without the ones nested in an opaque kind (rule 3)."""
-    found: dict[_Key, _Def] = {}
-    names: dict[tuple[int, int], ts.Node] = {}
-    for capture, nodes in captures.items():
-        ranked = _kind(spec, capture) if capture.startswith("definition.") else None
-        if ranked is not None:
-            kind, rank = ranked
-            for node in nodes:
-                known = found.get(key := _key(node))
-                if known is None:
-                    found[key] = _Def(node, kind, rank)
-                elif rank < known.rank:
-                    known.kind, known.rank = kind, rank
-        elif capture == "name" or capture.startswith("name.definition."):
-            names.update(((n.start_byte, n.end_byte), n) for n in nodes)
-    spans = sorted((key[0], -key[1], d.rank, key[2], d) for key, d in found.items())
-    _give_names(spans, names)
-    defs: list[_Def] = []
-    stack: list[tuple[int, _Def]] = []  # (end byte of the node, definition)
-    for start, negative_end, _, _, d in spans:
-        while stack and stack[-1][0] <= start:
-            stack.pop()
-        if d.names and _name(spec, d, src):
-            stack.append((-negative_end, d))
-            defs.append(d)
-    return defs
-
-
-def _name(spec: LanguageSpec, d: _Def, src: _Source) -> bool:
-    """A definition's name (`Rules.name` of its first name node) and its other symbols; False if it
-    has no name."""
-    for index, node in enumerate(d.names):
-        text = src.text(node.start_byte, node.end_byte)
-        named = spec.rules.name(node, text)
-        if index == 0:
-            d.name = named
-        elif named.strip():
-            d.symbols.add(named)
-        if text != named and text.isidentifier():
-            d.symbols.add(text)  # `typedef struct tag {...} name;`: the tag is a symbol too
-    return bool(d.name.strip())
-
-
-def _give_names(
-    spans: list[tuple[int, int, _Rank, str, _Def]], names: dict[tuple[int, int], ts.Node]
-) -> None:
-    """Each name node goes to the innermost definition node holding it, in source order."""
-    stack: list[tuple[int, _Def]] = []
-    index = 0
-    for start, end in sorted(names):
-        while index < len(spans) and spans[index][0] <= start:
-            def_start, negative_end, _, _, d = spans[index]
-            while stack and stack[-1][0] <= def_start:
-                stack.pop()
-            stack.append((-negative_end, d))
-            index += 1
-        while stack and stack[-1][0] < end:
-            stack.pop()
-        if stack:
-            stack[-1][1].names.append(names[(start, end)])
-
-
-class _Leading:
-    """Where the file's `leading_types` nodes (comments, attributes) are, to attach them (rule 2)."""
-
-    def __init__(self, spans: list[tuple[int, int]], src: _Source) -> None:
-        ends = dict(spans)
-        self.starts = sorted(ends)
-        self.ends = [ends[start] for start in self.starts]
-        self.src = src
-
-    def start(self, start: int) -> int:
-        """Where the code at `start` begins with the leading nodes directly above it: contiguous, no
-        blank line between, each starting its own line at the same indentation as the code."""
-        data, src = self.src.data, self.src
-        indent = src.indent(start)
-        index = bisect.bisect_right(self.ends, start) - 1
-        top = start
-        while indent is not None and index >= 0:
-            lead_start, lead_end = self.starts[index], self.ends[index]
-            gap = data[lead_end:top]
-            newlines = gap.count(b"\n") + (data[lead_end - 1 : lead_end] == b"\n")
-            if gap.strip() or newlines > 1 or src.indent(lead_start) != indent:
-                break
-            top = lead_start
-            index -= 1
-        return top
-
-
-def _semicolon(data: bytes, end: int, ends: tuple[bytes, ...] = (b";",)) -> int:
-    """`end`, moved past a `;` (or another of `ends`) that follows on the same line (a statement's
-    terminator)."""
-    after = end
-    while data[after : after + 1] in (b" ", b"\t"):
-        after += 1
-    return after + 1 if data[after : after + 1] in ends else end
-
-
-def _wrapped(spec: LanguageSpec, node: ts.Node) -> ts.Node | None:
-    """A definition node grown to the parents that wrap only it (rule 2), or None if it is not a chunk
-    (it, or what wraps it, lies directly under one of the language's `inert_parents`)."""
-    top = node
-    while (parent := top.parent) is not None and (allowed := spec.wrappers.get(parent.type)) is not None:
-        others = parent.named_children if parent.named_child_count > 1 else ()
-        if any(c != top and c.type not in allowed and c.type not in spec.leading_types for c in others):
-            break
-        top = parent
-    inert = spec.inert_parents
-    if inert and any(n.parent is not None and n.parent.type in inert for n in (node, top)):
-        return None
-    return top
-
-
-def _extent(spec: LanguageSpec, d: _Def, leading: _Leading) -> bool:
-    """Rule 2: wrappers, a trailing `;`, leading comments. False for a definition that is not a chunk
-    (its parent is one of the language's `inert_parents`)."""
-    node = _wrapped(spec, d.node)
-    if node is None:
-        return False
-    d.anchor = node
-    data = leading.src.data
-    d.start = leading.start(node.start_byte)
-    d.end = _semicolon(data, node.end_byte)
-    row, column = node.end_point
-    d.end_point = (row, column + d.end - node.end_byte)
-    while d.end > node.start_byte and data[d.end - 1 : d.end] in _BLANK:  # C `#define X 1\n`
-        d.end -= 1
-        newline = data[d.end : d.end + 1] == b"\n"
-        row, column = (row - 1, d.end - data.rfind(b"\n", 0, d.end) - 1) if newline else (row, column - 1)
-        d.end_point = (row, column)
-    d.start_row = node.start_point.row - data.count(b"\n", d.start, node.start_byte)
-    return True
-
-
-def _nest(spec: LanguageSpec, defs: list[_Def], leading: _Leading) -> list[_Def]:
-    """Rule 3: parents, kinds refined by context, qualified names; in source order."""
-    defs = [d for d in defs if _extent(spec, d, leading)]
-    defs.sort(key=lambda d: (d.start, -d.end, d.rank))
-    out: list[_Def] = []
-    stack: list[_Def] = []
-    rules = spec.rules
-    for d in defs:
-        while stack and (stack[-1].end <= d.start or stack[-1].end < d.end):
-            stack.pop()
-        parent = stack[-1] if stack else None
-        if parent is not None and (parent.start, parent.end) == (d.start, d.end):
-            # the same definition twice (`f = function f() {}`, `struct S {...} s;`): one chunk
-            parent.symbols.update(name for name in (d.name, *d.symbols) if name != parent.name)
-            continue
-        if parent is not None and (
-            parent.kind in spec.opaque_kinds
-            or (d.kind in _FUNCTIONS and parent.kind in _FUNCTIONS and d.node.parent == parent.node)
-        ):
-            continue  # inside an opaque kind, or a function that is the value of another
-        if d.kind == K.FUNCTION and parent is not None and parent.kind in _CLASS_LIKE:
-            d.kind = K.METHOD
-        prefix = parent.scope if parent is not None else ""
-        qualifier = rules.qualifier(d.node)
-        if qualifier:
-            prefix = f"{prefix}.{qualifier}" if prefix else qualifier
-        d.qualname = f"{prefix}.{d.name}" if prefix else d.name
-        scopes = rules.scopes(d.node)
-        d.scope = (f"{prefix}.{scopes[0]}" if prefix else scopes[0]) if scopes else d.qualname
-        d.aliases = scopes[1:]
-        if parent is not None:
-            d.parent = parent.qualname
-            d.symbols.update(f"{alias}.{d.name}" for alias in parent.aliases)
-            parent.children.append(d)
-        stack.append(d)
-        out.append(d)
-    return out
-
-
-def _identifiers(nodes: list[ts.Node], tokens: list[ts.Node], src: _Source) -> tuple[list[int], list[str]]:
-    """Rule 5: (start byte, text) of every identifier-like leaf, and of every word in the text of a
-    `token_types` node (a C macro's body), in source order."""
-    ends = dict(map(_SPAN, nodes))
-    data = src.data
-    for node in tokens:
-        for match in _WORDS.finditer(data, node.start_byte, node.end_byte):
-            if match.start(1) >= 0:
-                ends[match.start(1)] = match.end(1)
-    starts = sorted(ends)
-    if src.ascii is not None:  # byte offsets are character offsets: slice the decoded text
-        text = src.ascii
-        return starts, [text[start : ends[start]] for start in starts]
-    errors = src.errors
-    return starts, [data[start : ends[start]].decode("utf-8", errors) for start in starts]
-
-
-def _skeleton(spec: LanguageSpec, d: _Def, leading: _Leading) -> str:
-    """Rule 4."""
-    rules, src = spec.rules, leading.src
-    if d.kind in _VALUES:
-        lines = src.block(d.start, d.end, VALUE_SKELETON_LINES)
-        if src.data.count(b"\n", d.start, d.end) >= VALUE_SKELETON_LINES:
-            lines = [*lines[: VALUE_SKELETON_LINES - 1], "..."]
-        return "\n".join(lines)
-    body = rules.body(d.node) if d.kind in _FUNCTIONS or d.kind in spec.container_kinds else None
-    if body is None or not d.start <= body.start_byte <= d.end:
-        return "\n".join(src.block(d.start, d.end))
-    head = "\n".join(src.block(d.start, body.start_byte)).rstrip()
-    base = src.indent(d.start) or ""
-    if d.kind in _FUNCTIONS:
-        block = lambda node: src.block(node.start_byte, node.end_byte)  # noqa: E731
-        return rules.elide(head, body, _relative_indent(src, body.start_byte, base), block)
-    return "\n".join(_container(spec, d, body, head, leading=leading, base=base))
-
-
-def _relative_indent(src: _Source, offset: int, base: str) -> str:
-    own = src.indent(offset)
-    if own is None:
-        return _DEFAULT_INDENT
-    return own[len(base) :] if own.startswith(base) else own
-
-
-def _container(
-    spec: LanguageSpec, d: _Def, body: ts.Node, head: str, *, leading: _Leading, base: str
-) -> list[str]:
-    """A container's skeleton: header, member chunks' skeletons, fields, closing line."""
-    rules, src = spec.rules, leading.src
-    members = {_key(child.anchor): child for child in d.children}
-    lines = [rules.open_container(head)]
-    indent = _DEFAULT_INDENT
-    first = True
-    for node in rules.members(body):
-        if node.type in spec.leading_types:
-            continue
-        child = members.get(_key(node))
-        if child is not None:
-            text, start = child.skeleton.split("\n"), child.start
-        elif rules.is_member(node, first):
-            start = leading.start(node.start_byte)
-            text = src.block(start, _semicolon(src.data, node.end_byte, _MEMBER_ENDS))
-        else:
-            first = False
-            continue
-        first = False
-        indent = _relative_indent(src, start, base)
-        lines.extend(f"{indent}{line}" if line else line for line in text)
-    closing = rules.close_container(len(lines) > 1, indent)
-    tail = src.text(body.end_byte, d.end).strip() if body.end_byte < d.end else ""
-    if closing and tail and "\n" not in tail:  # C++ `};`, `} s1, *s2;`
-        closing[-1] += tail
-    lines.extend(closing)
-    return lines
 
 
 def _error_nodes(root: ts.Node) -> list[ts.Node]:
@@ -669,7 +286,7 @@ def _error_nodes(root: ts.Node) -> list[ts.Node]:
     return found
 
 
-def _error_text(node: ts.Node, src: _Source, rows: int = 0) -> str:
+def _error_text(node: ts.Node, src: SourceText, rows: int = 0) -> str:
     """`line L, column C: syntax error near '...'` (lines counted from `rows` before `src`)."""
     line, column = src.position(node.start_byte)
     line += rows
@@ -681,7 +298,7 @@ def _error_text(node: ts.Node, src: _Source, rows: int = 0) -> str:
     return f"line {line}, column {column}: syntax error near '{near}'"
 
 
-def _snippet(src: _Source, start: int, end: int) -> str:
+def _snippet(src: SourceText, start: int, end: int) -> str:
     """The first line of `source[start:end]`, stripped, control characters escaped."""
     text = src.data[start:end].decode("utf-8", "replace").strip().split("\n", 1)[0].strip()
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
@@ -713,12 +330,12 @@ def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ..
         return tuple(Tag(*tag) for tag in line_chunker.tags(path, source))
     lang = compiled(name)
     rules = lang.spec.rules
-    src = _Source(source)
+    src = SourceText(source)
     root = parse(lang, src.parsed).tree.root_node
-    definitions: dict[int, tuple[_Rank, Tag]] = {}
+    definitions: dict[int, tuple[Rank, Tag]] = {}
     references: dict[int, tuple[int, Tag]] = {}
     for pattern, captures in ts.QueryCursor(lang.tags).matches(root):
-        role, kind, rank, names, local = "", "", (True, True, len(_RANK)), [], False
+        role, kind, rank, names, local = "", "", (True, True, len(RANKS)), [], False
         for capture, nodes in captures.items():
             parts = capture.split(".")
             if parts[0] == "name":
@@ -726,9 +343,9 @@ def tags(path: str, source: bytes, language: str | None = None) -> tuple[Tag, ..
                 parts = parts[1:]
             if len(parts) >= 2 and parts[0] in ("definition", "reference"):
                 role, kind = parts[0], parts[1]
-                ranked = _kind(lang.spec, capture) if role == "definition" else None
+                ranked = capture_kind(lang.spec, capture) if role == "definition" else None
                 rank = ranked[1] if ranked is not None else rank
-            if capture.startswith("definition.") and nodes and _wrapped(lang.spec, nodes[0]) is None:
+            if capture.startswith("definition.") and nodes and wrapped(lang.spec, nodes[0]) is None:
                 local = True  # not a chunk (a local declaration), so not a definition either
         for n in names if role and not local else ():
             text = src.text(n.start_byte, n.end_byte)
