@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pagedctx.errors import UsageError
 from pagedctx.host.code import chunker as chunker_module
 from pagedctx.host.code import parsing
-from pagedctx.host.code.assembly import Dialect, dialect_of
+from pagedctx.host.code.assembly_lines import Dialect, dialect_of
 from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile
 from pagedctx.host.code.chunker import MAX_ERRORS, Tag, chunk_file, tags
 from pagedctx.host.code.grammars import compiled, query_source

@@ -52,167 +52,45 @@ of their ranges, 1-based inclusive lines, never raising on content. The rules, i
 8. Never raises on content. `errors`: invalid UTF-8 (decoded with U+FFFD replacements), an
    unterminated `/*` comment, a `.macro` without `.endm` (`line L, column C: ...`).
 
-Long for a reason: assembly has no tree-sitter grammar; this is the whole line-oriented chunker
-for its dialects (GNU as, NASM, MASM, Plan 9) in one place.
+Here: the regions of rule 4 (`_Scanner`), the chunks and tags; reading the file into lines and
+statements, and the vocabulary of its dialects, is `assembly_lines.py`.
 """
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pagedctx.host.code.assembly_lines import (
+    ALIGN,
+    ATTACHED,
+    BLANK,
+    CALL,
+    CODE,
+    COMMENT,
+    GLOBALS,
+    MACRO_ENDS,
+    MACRO_OPS,
+    MACRO_START,
+    OPERAND,
+    WEAKS,
+    AssemblySource,
+    Dialect,
+    Line,
+    Statement,
+    clean,
+    error_position,
+    symbol_names,
+    width,
+)
 from pagedctx.host.code.chunk import Chunk, ChunkKind, ParsedFile, chunk_id
 
-__all__ = ["LANGUAGE", "VALUE_SKELETON_LINES", "Dialect", "chunk_file", "dialect_of", "tags"]
+__all__ = ["LANGUAGE", "VALUE_SKELETON_LINES", "chunk_file", "tags"]
 
 LANGUAGE = "asm"
 VALUE_SKELETON_LINES = 20
 Role = Literal["definition", "reference"]
-
-
-class Dialect(enum.Enum):
-    """The assembler syntax a file is read with (rule 1)."""
-
-    GAS = "gas"
-    MACHO = "macho"
-    NASM = "nasm"
-    PLAN9 = "plan9"
-
-
-_BLANK, _COMMENT, _CODE = 0, 1, 2
-_PLAN9_TEXT = re.compile(rb"^[ \t]*TEXT[ \t]+[^\s,]*\(SB\)", re.M)
-_NASM_LINE = re.compile(
-    rb"^[ \t]*(?:\[?(?:section|segment)[ \t]+\.?\w|(?:global|extern|bits|default)[ \t]+\w"
-    rb"|%(?:define|macro|include|assign)\b)",
-    re.M | re.I,
-)
-_MACHO = re.compile(rb"\.subsections_via_symbols|__TEXT,")
-_PREPROCESSOR = re.compile(
-    r"#\s*(?:include|include_next|define|undef|if|ifdef|ifndef|elif|else|endif|error|warning|pragma|line)\b"
-)
-_NAME = r"[A-Za-z_.$?][\w.$?@]*"
-_NAME_RE = re.compile(_NAME)
-_LABEL = re.compile(rf"\s*({_NAME}|\d+\$?|[\w.$·∕<>]+)\s*:(?!:)")
-#: `EXT(f):`, `C_SYMBOL_NAME(f):`: a label spelled through a C preprocessor macro names `f`.
-_WRAPPED = re.compile(rf"\s*[A-Za-z_]\w*\s*\(\s*({_NAME})\s*\)")
-_WRAPPED_LABEL = re.compile(rf"{_WRAPPED.pattern}\s*:(?!:)")
-_TOKEN = re.compile(r"\S+")
-_ASSIGN = re.compile(rf"\s*({_NAME})\s*=(?!=)")
-_MACRO_START = re.compile(
-    rf"\s*((?:ENTRY|ENTRY_P2ALIGN|LEAF|NESTED|SYM_FUNC_START\w*|SYM_CODE_START\w*)\s*\(\s*({_NAME})[^)]*\))"
-)
-_MACRO_END = re.compile(rf"\s*(?:END|SYM_FUNC_END\w*|SYM_CODE_END\w*)\s*\(\s*({_NAME})")
-_DEFINE = re.compile(rf"\s*(?:#\s*define|%(?:i?define|i?assign|xi?define))\s+({_NAME})")
-#: Where a comment or a string may start (rule 2).
-_GAS_SPECIAL = re.compile(r'["/#@;]')
-_NASM_SPECIAL = re.compile(r"[\"'`;]")
-_MODIFIER = re.compile(r":[A-Za-z_]\w*:")
-_OPERAND = re.compile(r"(?<![\w.%@\\·∕])([A-Za-z_.·][\w.$·∕]*)")
-_REGISTER = re.compile(
-    r"""(?:
-        [re]?(?:ax|bx|cx|dx|si|di|sp|bp|ip)|[abcd][lh]|(?:si|di|sp|bp)l|r(?:[89]|1[0-5])[dwb]?
-        |[xyz]mm\d{1,2}|k[0-7]|st\d?|mm[0-7]|[cdefgs]s|cr\d{1,2}|dr\d|[er]?flags
-        |[xwbhsdqvzp]\d{1,2}|[xw]zr|w?sp|lr|fp|pc|za|r\d{1,2}|sb|sl|ip|[cf]\d{1,2}
-        |(?:apsr|cpsr|spsr)(?:_\w+)?|fpscr|fpexc|nzcv|fpcr|fpsr
-        |zero|ra|gp|tp|t[0-6]|s1[01]|a[0-7]|f[tsa]\d{1,2}|x\d{1,2}|y\d{1,2}|rsp|zr|ctr
-    )(?:\.\w+)?""",
-    re.I | re.X,
-)
-_KEYWORDS = frozenset(
-    {
-        "byte", "word", "dword", "qword", "tword", "oword", "yword", "zword", "xmmword", "ymmword",
-        "zmmword", "ptr", "offset", "rel", "abs", "short", "near", "far", "wrt", "seg", "strict",
-        "flat", "lsl", "lsr", "asr", "ror", "rrx", "msl", "uxtb", "uxth", "uxtw", "uxtx", "sxtb",
-        "sxth", "sxtw", "sxtx", "mul", "vl", "eq", "ne", "cs", "hs", "cc", "lo", "mi", "pl", "vs",
-        "vc", "hi", "ls", "ge", "lt", "gt", "le", "al", "nv", "nosplit", "noframe", "noprof",
-        "dupok", "wrapper", "needctxt", "topframe", "rodata", "noptr", "tlsbss", "abiinternal",
-    }
-)  # fmt: skip
-_PREFIXES = frozenset(
-    {"rep", "repe", "repz", "repne", "repnz", "lock", "notrack", "bnd", "data16", "addr32", "xacquire"}
-)
-_CALL = re.compile(
-    r"(?:call[lqw]?|jmp[lqw]?|j[a-z]{1,4}|jalr?|tail|b|bl|blr|br|bx|blx|cbn?z|tbn?z|bsr|bra|jsr"
-    r"|bl?\.?(?:eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al)|b(?:eq|ne|lt|ge)zu?)",
-    re.I,
-)
-_SECTIONS = frozenset(
-    {
-        ".text", ".data", ".bss", ".rodata", ".cstring", ".const", ".const_data", ".literal4",
-        ".literal8", ".literal16", ".tdata", ".tbss",
-    }
-)  # fmt: skip
-_NASM_SECTIONS = frozenset({"section", "segment", "[section", "[segment"})
-_SIZE_ENDS = frozenset({".end", ".endfunc"})
-_MACRO_OPS = frozenset({".macro", "%macro", "%imacro"})
-_MACRO_ENDS = frozenset({".endm", ".endmacro", "%endmacro"})
-_GLOBALS = frozenset({".globl", ".global", "global", "[global"})
-_WEAKS = frozenset({".weak", ".weak_definition"})
-_ATTACHED = frozenset(
-    {".globl", ".global", ".type", ".size", ".hidden", ".weak", ".protected", ".internal", ".local",
-     ".ent", ".func", ".def", ".private_extern", ".weak_definition", "global", "[global"}
-)  # fmt: skip
-_ALIGN = frozenset({".align", ".p2align", ".balign", ".p2alignw", ".p2alignl", ".even", "align", "alignb"})
-_EQUATES = frozenset({".equ", ".set", ".equiv", ".eqv"})
-_NO_OPERANDS = frozenset(
-    {
-        ".section", ".pushsection", ".file", ".ident", ".loc", ".arch", ".cpu", ".fpu", ".syntax",
-        ".code16", ".code32", ".code64", ".intel_syntax", ".att_syntax", ".arch_extension",
-        ".eabi_attribute", ".build_version", ".macosx_version_min", ".addrsig", ".option",
-        ".attribute", ".ascii", ".asciz", ".string", ".include", "section", "segment", "[section",
-        "bits", "[bits", "default", "cpu", "%include", "#include",
-    }
-)  # fmt: skip
-_GAS_DATA = frozenset(
-    {
-        ".byte", ".2byte", ".4byte", ".8byte", ".short", ".hword", ".word", ".int", ".long", ".quad",
-        ".octa", ".ascii", ".asciz", ".string", ".string8", ".string16", ".zero", ".space", ".skip",
-        ".fill", ".float", ".single", ".double", ".uleb128", ".sleb128", ".dc", ".dc.b", ".dc.w",
-        ".dc.l", ".dc.a", ".ds", ".incbin",
-    }
-)  # fmt: skip
-_NASM_DATA = frozenset(
-    {
-        "db", "dw", "dd", "dq", "dt", "do", "dy", "dz", "resb", "resw", "resd", "resq", "rest", "reso",
-        "resy", "resz", "incbin", "times", "istruc",
-    }
-)  # fmt: skip
-#: NASM words after which a colon-less first word is a label: `msg db "hi"`, `N equ 4`, `f proc`.
-_NASM_NAMED = _NASM_DATA | {"equ", "proc", "endp"}
-_PLAN9_DATA = frozenset({"BYTE", "WORD", "LONG", "QUAD"})
-_PLAN9_DIRECTIVES = frozenset({"TEXT", "DATA", "GLOBL", "PCDATA", "FUNCDATA"})
-_NASM_DIRECTIVES = frozenset(
-    {
-        "section", "segment", "global", "extern", "common", "bits", "default", "align", "alignb", "org",
-        "cpu", "struc", "endstruc", "iend", "at", "absolute", "static", "[section", "[segment",
-        "[bits", "[global", "[extern", "[default", "equ",
-    }
-)  # fmt: skip
-
-
-@dataclass(slots=True)
-class _Stmt:
-    """One statement of a line: its labels, its operation and operands (columns in the line)."""
-
-    labels: list[tuple[str, int]]
-    op: str
-    op_column: int
-    args: str  # comments and strings blanked
-    args_column: int
-    raw: str  # the statement's own text, strings kept
-    preprocessor: bool = False
-
-
-@dataclass(slots=True)
-class _Line:
-    start: int  # byte offset of the line
-    end: int  # byte offset of its line break (or of the end of the file)
-    text: str
-    kind: int = _BLANK
-    stmts: list[_Stmt] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -242,17 +120,6 @@ class _Region:
     end_line: int = 0  # last line
 
 
-def dialect_of(path: str, source: bytes) -> Dialect:
-    """Rule 1."""
-    if _PLAN9_TEXT.search(source):
-        return Dialect.PLAN9
-    if path.lower().endswith(".asm") or _NASM_LINE.search(source):
-        return Dialect.NASM
-    if _MACHO.search(source):
-        return Dialect.MACHO
-    return Dialect.GAS
-
-
 def chunk_file(path: str, source: bytes) -> ParsedFile:
     """The chunks of one assembly file; never raises on content."""
     parsed = _Parsed(path, source)
@@ -269,217 +136,34 @@ def tags(path: str, source: bytes) -> list[tuple[Role, str, str, int, int]]:
     definitions = set()
     for region in parsed.regions:
         line = parsed.lines[region.head]
-        start = line.start + _width(line.text[: region.column])
+        start = line.start + width(line.text[: region.column])
         definitions.add(start)
         out.append(("definition", str(region.kind), region.name, region.head + 1, start))
     for index, line in enumerate(parsed.lines):
         for stmt in line.stmts:
             if stmt.op in parsed.macros:
-                start = line.start + _width(line.text[: stmt.op_column])
+                start = line.start + width(line.text[: stmt.op_column])
                 out.append(("reference", "macro", stmt.op, index + 1, start))
-            kind = "call" if _CALL.fullmatch(stmt.op) else "symbol"
+            kind = "call" if CALL.fullmatch(stmt.op) else "symbol"
             for column, name in parsed.operands(stmt):
-                start = line.start + _width(line.text[:column])
+                start = line.start + width(line.text[:column])
                 if start not in definitions:
                     out.append(("reference", kind, name, index + 1, start))
     return sorted(out, key=lambda tag: (tag[4], tag[0], tag[1], tag[2]))
 
 
-class _Parsed:
+class _Parsed(AssemblySource):
     """One file read into lines (rules 1-3) and chunk regions (rule 4)."""
 
     def __init__(self, path: str, source: bytes) -> None:
-        self.path = path
-        self.data = source
-        self.errors: list[str] = []
-        try:
-            source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line, column = self.position(exc.start)
-            self.errors.append(
-                f"line {line}, column {column}: invalid UTF-8, decoded with U+FFFD replacements"
-            )
-        self.dialect = dialect_of(path, source)
-        self.lines = list(self._lines())
+        super().__init__(path, source)
         self.globals: set[str] = set()
         self.weak: set[str] = set()
         self.regions = self._regions()
         self.macros = {region.name for region in self.regions if region.kind is ChunkKind.MACRO}
-        self.errors.sort(key=_position)
-
-    def position(self, offset: int) -> tuple[int, int]:
-        line_start = self.data.rfind(b"\n", 0, offset) + 1
-        column = len(self.data[line_start:offset].decode("utf-8", "replace")) + 1
-        return self.data.count(b"\n", 0, offset) + 1, column
-
-    # ---- rules 1-3: lines and statements
-
-    def _lines(self) -> Iterator[_Line]:
-        data, nasm = self.data, self.dialect is Dialect.NASM
-        in_block = continued = False
-        block_start = 0
-        start = 0
-        while start <= len(data):
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            text = data[start:end].decode("utf-8", "surrogateescape").rstrip("\r")
-            line = _Line(start, end, text)
-            stripped = text.lstrip()
-            if not in_block and (continued or (not nasm and _PREPROCESSOR.match(stripped))):
-                line.kind = _CODE
-                line.stmts.append(self._preprocessor(text))
-                continued = text.endswith("\\")
-            elif not in_block and stripped.startswith("%") and not _is_macro_line(stripped):
-                line.kind = _CODE
-                line.stmts.append(self._preprocessor(text))
-            else:
-                was_in_block = in_block
-                code, in_block, opened = self._blank_comments(text, in_block)
-                if in_block and not was_in_block:
-                    block_start = start + _width(text[:opened])
-                if code.strip():
-                    line.kind = _CODE
-                    line.stmts.extend(self._statements(code, text))
-                elif stripped:
-                    line.kind = _COMMENT
-            yield line
-            start = end + 1
-        if in_block:
-            line_no, column = self.position(block_start)
-            self.errors.append(f"line {line_no}, column {column}: unterminated /* comment")
-
-    def _preprocessor(self, text: str) -> _Stmt:
-        column = len(text) - len(text.lstrip())
-        op = _TOKEN.match(text, column)
-        word = op.group(0) if op else ""
-        return _Stmt([], word, column, " " * len(text), len(text), text.strip(), preprocessor=True)
-
-    def _blank_comments(self, text: str, in_block: bool) -> tuple[str, bool, int]:
-        """`text` with comments and string contents as spaces (same columns), whether a `/*`
-        comment is still open at its end, and the column of the last `/*` (rule 2)."""
-        out = list(text)
-        n = len(text)
-        first = n - len(text.lstrip())
-        dialect = self.dialect
-        nasm = dialect is Dialect.NASM
-        i = opened = 0
-
-        def blank(a: int, b: int) -> None:
-            out[a:b] = " " * (b - a)
-
-        special = _NASM_SPECIAL if nasm else _GAS_SPECIAL
-        while i < n:
-            if in_block:
-                close = text.find("*/", i)
-                if close < 0:
-                    blank(i, n)
-                    break
-                blank(i, close + 2)
-                i, in_block = close + 2, False
-                continue
-            found = special.search(text, i)
-            if found is None:
-                break
-            i = found.start()
-            char = text[i]
-            if char == '"' or (nasm and char in "'`"):
-                j = i + 1
-                while j < n and text[j] != char:
-                    j += 2 if text[j] == "\\" and char != "'" else 1
-                blank(i + 1, min(j, n))
-                i = j + 1
-                continue
-            if nasm:
-                if char == ";":
-                    blank(i, n)
-                    break
-            elif text.startswith("/*", i):
-                in_block, opened = True, i
-                blank(i, i + 2)
-                i += 2
-                continue
-            elif (
-                text.startswith("//", i)
-                or (char == ";" and dialect is Dialect.MACHO)
-                or (char in "#@" and (i == first or i + 1 == n or text[i + 1].isspace()))
-            ):
-                blank(i, n)
-                break
-            i += 1
-        return "".join(out), in_block, opened
-
-    def _statements(self, code: str, text: str) -> Iterator[_Stmt]:
-        separated = self.dialect in (Dialect.GAS, Dialect.PLAN9)
-        begin = 0
-        while begin <= len(code):
-            stop = code.find(";", begin) if separated else -1
-            stop = len(code) if stop < 0 else stop
-            if code[begin:stop].strip():
-                yield self._statement(code, text, begin, stop)
-            begin = stop + 1
-
-    def _statement(self, code: str, text: str, begin: int, stop: int) -> _Stmt:
-        labels = []
-        at = begin
-        while (label := _LABEL.match(code, at, stop) or _WRAPPED_LABEL.match(code, at, stop)) is not None:
-            labels.append((label.group(1), label.start(1)))
-            at = label.end()
-        token = _TOKEN.search(code, at, stop)
-        if token is None:
-            return _Stmt(labels, "", stop, "", stop, text[begin:stop].strip())
-        op, op_column = token.group(0), token.start()
-        if self.dialect is Dialect.NASM and not labels:  # `msg db "hi"`, `N equ 4`, `f proc`
-            following = _TOKEN.search(code, token.end(), stop)
-            if following is not None and following.group(0).lower() in _NASM_NAMED and _NAME_RE.fullmatch(op):
-                labels.append((op, op_column))
-                op, op_column = following.group(0), following.start()
-        args_column = op_column + len(op)
-        return _Stmt(labels, op, op_column, code[args_column:stop], args_column, text[begin:stop].strip())
+        self.errors.sort(key=error_position)
 
     # ---- rule 4: regions
-
-    def _directive(self, stmt: _Stmt) -> bool:
-        op = stmt.op
-        if stmt.preprocessor or op.startswith((".", "%", "#")):
-            return True
-        if self.dialect is Dialect.NASM:
-            return op.lower() in _NASM_DIRECTIVES
-        return self.dialect is Dialect.PLAN9 and op in _PLAN9_DIRECTIVES
-
-    def _data(self, stmt: _Stmt) -> bool:
-        op = stmt.op
-        return (
-            op.lower() in _GAS_DATA
-            or (self.dialect is Dialect.NASM and op.lower() in _NASM_DATA)
-            or (self.dialect is Dialect.PLAN9 and op in _PLAN9_DATA)
-        )
-
-    def local(self, name: str) -> bool:
-        if name[:1].isdigit() or self.dialect is Dialect.PLAN9:
-            return True
-        if self.dialect is Dialect.NASM:
-            return name.startswith(".") and name != "..start"
-        if self.dialect is Dialect.MACHO and name.startswith(("L", "l")):
-            return True
-        return name.startswith(".L")
-
-    def _first_arg(self, stmt: _Stmt) -> str:
-        return stmt.args.split(",", 1)[0].strip()
-
-    def section_of(self, stmt: _Stmt, current: str) -> str | None:
-        """The section a statement switches to, or None if it does not (`.popsection` and
-        `.previous` are resolved by the caller)."""
-        op = stmt.op.lower()
-        if op in _SECTIONS:
-            return op
-        if op in (".section", ".pushsection") or (self.dialect is Dialect.NASM and op in _NASM_SECTIONS):
-            args = stmt.raw[len(stmt.op) :] if stmt.raw.startswith(stmt.op) else stmt.args
-            parts = [part.strip().strip('"') for part in args.strip().rstrip("]").split(",")]
-            name = parts[0].split()[0] if parts[0].split() else current
-            if name.startswith("__") and len(parts) > 1:  # Mach-O `__TEXT,__text`
-                name = f"{name},{parts[1].split()[0] if parts[1].split() else ''}"
-            return _clean(name)
-        return None
 
     def _regions(self) -> list[_Region]:
         """Rule 4: the chunks' head lines and the lines they stop at, then their extents."""
@@ -490,47 +174,13 @@ class _Parsed:
         self._extents(regions)
         return regions
 
-    def ends(self, stmt: _Stmt, name: str) -> bool:
-        """`.size name, ...`, `.end`, `END(name)`: the last line of the chunk `name`."""
-        op = stmt.op.lower()
-        if (op == ".size" and self._first_arg(stmt) == name) or op in _SIZE_ENDS:
-            return True
-        end = _MACRO_END.match(stmt.raw)
-        return end is not None and end.group(1) == name
-
-    def _structural(self, stmt: _Stmt) -> bool:
-        """A statement that opens or closes a chunk without being code: `ENTRY(f)`, `END(f)`,
-        `f PROC`, `f ENDP`."""
-        return (
-            stmt.op.lower() in ("proc", "endp")
-            or _MACRO_START.match(stmt.raw) is not None
-            or _MACRO_END.match(stmt.raw) is not None
-        )
-
-    def defines(self, line: _Line) -> bool:
-        return all(self.constant(stmt) is not None for stmt in line.stmts)
-
-    def constant(self, stmt: _Stmt) -> str | None:
-        """The symbol a statement defines with `.equ`/`.set`/`=`/`equ`/`#define`, or None."""
-        op = stmt.op.lower()
-        if op in _EQUATES:
-            name = self._first_arg(stmt)
-            return name if _NAME_RE.fullmatch(name) else None
-        if op == "equ" and stmt.labels:
-            return stmt.labels[-1][0]
-        if stmt.preprocessor or op.startswith("%"):
-            define = _DEFINE.match(stmt.raw)
-            return define.group(1) if define else None
-        assign = _ASSIGN.match(stmt.raw)
-        return assign.group(1) if assign is not None and not stmt.labels else None
-
-    def _attached(self, line: _Line, name: str) -> bool:
+    def _attached(self, line: Line, name: str) -> bool:
         """A line of directives about `name` (`.globl name`, `.type name,@function`) or alignment."""
-        if line.kind != _CODE:
-            return line.kind == _COMMENT
+        if line.kind != CODE:
+            return line.kind == COMMENT
         for stmt in line.stmts:
             op = stmt.op.lower()
-            if stmt.labels or not (op in _ALIGN or (op in _ATTACHED and name in _names(stmt.args))):
+            if stmt.labels or not (op in ALIGN or (op in ATTACHED and name in symbol_names(stmt.args))):
                 return False
         return True
 
@@ -551,35 +201,10 @@ class _Parsed:
                 limit = min(limit, regions[number + 1].start_line)
             region.end_line = region.head
             for index in range(region.head + 1, limit):
-                if self.lines[index].kind == _CODE:
+                if self.lines[index].kind == CODE:
                     region.end_line = index
 
     # ---- rules 5-7: chunks
-
-    def operands(self, stmt: _Stmt) -> Iterator[tuple[int, str]]:
-        """Rule 7: (column, name) of each identifier among a statement's operands."""
-        op = stmt.op.lower()
-        if stmt.preprocessor or op in _NO_OPERANDS or op.startswith(".cfi_"):
-            return
-        args = _MODIFIER.sub(lambda m: " " * len(m.group(0)), stmt.args)
-        skip_first = op in _PREFIXES
-        for match in _OPERAND.finditer(args):
-            name = match.group(1)
-            if skip_first:
-                skip_first = False
-                continue
-            if (
-                not name.strip(".")
-                or name.startswith("..")
-                or name.lower() in _KEYWORDS
-                or _REGISTER.fullmatch(name)
-            ):
-                continue  # `..plt`, `..start`: NASM's special symbols; `.` alone: here
-            if name == "g" and self.dialect is Dialect.PLAN9:
-                continue  # Go's goroutine register
-            if self.dialect is Dialect.PLAN9 and "·" in name:  # as TEXT names it: `runtime.memmove`
-                name = name.lstrip("·").replace("·", ".") or name
-            yield stmt.args_column + match.start(1), name
 
     def chunks(self) -> Iterator[Chunk]:
         """Rules 5-7."""
@@ -613,7 +238,7 @@ class _Parsed:
                 symbols_referenced=tuple(sorted(contents.referenced)),
             )
 
-    def _account(self, contents: _Contents, name: str, stmt: _Stmt) -> None:
+    def _account(self, contents: _Contents, name: str, stmt: Statement) -> None:
         """What one statement of the chunk `name` defines, mentions and counts as."""
         for label, _ in stmt.labels:
             if self.local(label) and not label[:1].isdigit():
@@ -635,7 +260,7 @@ class _Parsed:
     def _skeleton(self, region: _Region, instructions: int, data: int) -> str:
         """Rule 6."""
         lines = [
-            _clean(self.lines[index].text.rstrip()) for index in range(region.start_line, region.end_line + 1)
+            clean(self.lines[index].text.rstrip()) for index in range(region.start_line, region.end_line + 1)
         ]
         if region.kind is ChunkKind.CONSTANT:
             if len(lines) > VALUE_SKELETON_LINES:
@@ -645,7 +270,7 @@ class _Parsed:
         if region.kind is ChunkKind.MACRO:
             count = region.end_line - region.head + 1
             return "\n".join(
-                [*leading, f"{_clean(region.head_text)}  ; {count} line{'s' if count != 1 else ''}"]
+                [*leading, f"{clean(region.head_text)}  ; {count} line{'s' if count != 1 else ''}"]
             )
         header = f"; section {region.section}"
         if region.name in self.globals:
@@ -657,7 +282,7 @@ class _Parsed:
             counts.append(f"{instructions} instruction{'s' if instructions != 1 else ''}")
         if data:
             counts.append(f"{data} data directive{'s' if data != 1 else ''}")
-        return "\n".join([header, *leading, f"{_clean(region.head_text)}  ; {', '.join(counts)}"])
+        return "\n".join([header, *leading, f"{clean(region.head_text)}  ; {', '.join(counts)}"])
 
 
 class _Scanner:
@@ -682,23 +307,23 @@ class _Scanner:
         self.regions.append(region)
         self.current = region
 
-    def line(self, index: int, line: _Line) -> None:
+    def line(self, index: int, line: Line) -> None:
         current, parsed = self.current, self.parsed
         if current is not None and current.kind is ChunkKind.MACRO:
-            if any(stmt.op.lower() in _MACRO_ENDS for stmt in line.stmts):
+            if any(stmt.op.lower() in MACRO_ENDS for stmt in line.stmts):
                 self.close(index + 1, hard=True)
             return
         if (
             current is not None
             and current.kind is ChunkKind.CONSTANT
-            and (line.kind == _BLANK or (line.kind == _CODE and not parsed.defines(line)))
+            and (line.kind == BLANK or (line.kind == CODE and not parsed.defines(line)))
         ):
             self.close(self.last_constant + 1)
         for stmt in line.stmts:
             if self.statement(index, line, stmt):
                 break
 
-    def statement(self, index: int, line: _Line, stmt: _Stmt) -> bool:
+    def statement(self, index: int, line: Line, stmt: Statement) -> bool:
         """One statement; True when the rest of the line is a macro's body."""
         op = stmt.op.lower()
         if op == "endp" and stmt.labels:  # MASM-style `f ENDP`
@@ -707,11 +332,11 @@ class _Scanner:
             return False
         if op != "equ":
             self.labels(index, stmt, op)
-        if op in _MACRO_OPS:
+        if op in MACRO_OPS:
             words = stmt.args.replace(",", " ").split()
             if words:
                 column = stmt.args_column + stmt.args.find(words[0])
-                self.start(_Region(ChunkKind.MACRO, _clean(words[0]), index, column, stmt.raw))
+                self.start(_Region(ChunkKind.MACRO, clean(words[0]), index, column, stmt.raw))
             return bool(words)
         if self.opens(index, line, stmt) or self.moves(index, stmt, op):
             return False
@@ -727,7 +352,7 @@ class _Scanner:
             self.last_constant = index
         return False
 
-    def labels(self, index: int, stmt: _Stmt, op: str) -> None:
+    def labels(self, index: int, stmt: Statement, op: str) -> None:
         """A global label starts a chunk; more global labels on its line are its symbols."""
         for name, column in stmt.labels:
             if self.parsed.local(name):
@@ -739,9 +364,9 @@ class _Scanner:
                 head = stmt.raw if op == "proc" else f"{name}:"
                 self.start(_Region(ChunkKind.LABEL, name, index, column, head))
 
-    def opens(self, index: int, line: _Line, stmt: _Stmt) -> bool:
+    def opens(self, index: int, line: Line, stmt: Statement) -> bool:
         """`ENTRY(f)`-style macro lines, Plan 9 `TEXT` (a chunk) and `DATA`/`GLOBL` (an end)."""
-        entry = _MACRO_START.match(stmt.raw) if not stmt.labels else None
+        entry = MACRO_START.match(stmt.raw) if not stmt.labels else None
         if entry is not None:
             column = line.text.find(entry.group(2), stmt.op_column)
             self.start(_Region(ChunkKind.LABEL, entry.group(2), index, column, entry.group(1)))
@@ -749,7 +374,7 @@ class _Scanner:
             return True
         if self.parsed.dialect is not Dialect.PLAN9 or stmt.op not in ("TEXT", "DATA", "GLOBL"):
             return False
-        symbol = _OPERAND.search(stmt.args) if stmt.op == "TEXT" else None
+        symbol = OPERAND.search(stmt.args) if stmt.op == "TEXT" else None
         if symbol is None:
             self.close(index)  # DATA, GLOBL: data, not code
             return True
@@ -760,13 +385,13 @@ class _Scanner:
         self.start(_Region(ChunkKind.LABEL, name, index, stmt.args_column + symbol.start(1), stmt.raw))
         return True
 
-    def moves(self, index: int, stmt: _Stmt, op: str) -> bool:
+    def moves(self, index: int, stmt: Statement, op: str) -> bool:
         """A section change: the open chunk stops before this line. (`.globl`/`.weak` are noted.)"""
-        if op in _GLOBALS:
-            self.parsed.globals.update(_names(stmt.args))
+        if op in GLOBALS:
+            self.parsed.globals.update(symbol_names(stmt.args))
             return False
-        if op in _WEAKS:
-            self.parsed.weak.update(_names(stmt.args))
+        if op in WEAKS:
+            self.parsed.weak.update(symbol_names(stmt.args))
             return False
         moved = self.parsed.section_of(stmt, self.section)
         if op == ".popsection":
@@ -789,40 +414,8 @@ class _Scanner:
         if current is not None:
             if current.kind is ChunkKind.MACRO:
                 line_no, column = parsed.position(parsed.lines[current.head].start)
-                opener = _clean(current.head_text.split()[0])
+                opener = clean(current.head_text.split()[0])
                 parsed.errors.append(f"line {line_no}, column {column}: {opener} without its end")
             constant = current.kind is ChunkKind.CONSTANT
             self.close(self.last_constant + 1 if constant else len(parsed.lines))
         return self.regions
-
-
-def _position(error: str) -> tuple[int, int]:
-    """Errors in file order (`line L, column C: ...`)."""
-    found = re.match(r"line (\d+), column (\d+)", error)
-    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-
-
-def _width(text: str) -> int:
-    """The byte length of line text (decoded with surrogateescape: one character per bad byte)."""
-    return len(text.encode("utf-8", "surrogateescape"))
-
-
-def _clean(text: str) -> str:
-    """Line text for output: an undecodable byte is U+FFFD."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _is_macro_line(stripped: str) -> bool:
-    word = stripped.split(None, 1)[0].lower() if stripped else ""
-    return word in ("%macro", "%imacro", "%endmacro")
-
-
-def _names(args: str) -> list[str]:
-    """The symbol names of a `.globl a, b` / `global f:function` argument list."""
-    out = []
-    for part in args.replace("]", " ").split(","):
-        wrapped = _WRAPPED.match(part)
-        words = [wrapped.group(1)] if wrapped else part.split()
-        if words:
-            out.append(words[0].split(":", 1)[0])
-    return out
