@@ -22,27 +22,24 @@ definition or implementation inside one already given, or the same content) refe
 instead of repeating it. `source` is the evidence's unit, `layout`, or `unknown` (C2). Every
 iteration is over sorted data: the output is byte-identical across runs.
 
-Long on purpose (over 450 lines): the views share ref resolution and the integrity bookkeeping (C5)
-that decides what an earlier block already gave.
+Here: the views, the callchain search and the integrity bookkeeping (C5); the cached index
+look-ups and ref resolution are `lookups.py`, the assembly and linker-script layout content
+`layout.py`, the reference graph `callgraph.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import posixpath
 import re
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from pagedctx.errors import UsageError
-from pagedctx.host.code.chunk import Chunk, ChunkKind, chunk_id
-from pagedctx.host.code.chunker import Tag, tags
+from pagedctx.host.code.chunk import Chunk, ChunkKind
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.ingest.meta import FileMeta, IndexMeta
+from pagedctx.host.ingest.meta import FileMeta
 from pagedctx.host.pces.callgraph import CallGraph
-from pagedctx.host.store import keys
+from pagedctx.host.pces.layout import asm_many, asm_parts, layout_section, script_summary, span_text
+from pagedctx.host.pces.lookups import ASM, IndexLookups, norm_path
 from pagedctx.protocol.pces import (
     Content,
     DefinitionKind,
@@ -66,14 +63,10 @@ from pagedctx.protocol.pces import (
 from pagedctx.protocol.pces_text import render_pces
 from pagedctx.protocol.pcr import (
     CallchainRef,
-    EndRef,
     FileRef,
     LayoutRef,
     Need,
     PcrRequest,
-    QualifiedRef,
-    SymbolRef,
-    UnitRef,
     parse_pcr,
 )
 
@@ -113,13 +106,7 @@ _CONTAINERS = frozenset(
         ChunkKind.NAMESPACE,
     }
 )
-_ASM = "asm"
-_ASM_LABEL = re.compile(r"\s*([A-Za-z_.$][\w.$@]*|[0-9]+)\s*:(?!:)\s*(.*)")
-_ASM_COMMENT = ("//", ";", "/*", "*", "# ", "@ ")
 _NO = exist_content("no")
-_LD = "ld"
-_LD_REGION = re.compile(r">\s*([A-Za-z_]\w*)")
-_LD_SIZE = re.compile(r"\.\s*(?:=\s*\.\s*\+|\+=)\s*([^;]+);")
 
 Key = tuple[str, ...]
 Span = tuple[str, int, int]  # path, start byte, end byte
@@ -140,155 +127,18 @@ def _unknown(content: Content) -> _Result:
     return _Result("unknown", content)
 
 
-def _span_text(chunk: Chunk) -> str:
-    return f"{chunk.path}:{chunk.start_line}-{chunk.end_line}"
-
-
 def _span(chunk: Chunk) -> Span:
     return (chunk.path, chunk.start_byte, chunk.end_byte)
 
 
-def _norm(path: str) -> str:
-    """A ref's path as the index writes it: POSIX, relative, no `./`."""
-    return posixpath.normpath(path).lstrip("/") if path not in ("", ".") else path
-
-
-def _section(chunk: Chunk) -> str | None:
-    """The layout section of an assembly label (`.text`), None for other chunks."""
-    return chunk.section if chunk.language == _ASM else None
-
-
-class _Engine:
-    """Look-ups with caches, and one builder per kind of ref; `given` is what earlier blocks gave."""
+class _Engine(IndexLookups):
+    """One builder per kind of ref over the look-ups; `given` is what earlier blocks gave."""
 
     def __init__(self, index: Index) -> None:
-        self.index = index
-        self._units: dict[str, int | None] = {}
-        self._defining: dict[str, list[Chunk]] = {}
-        self._files: dict[str, list[Chunk]] = {}
-        self._tags: dict[str, tuple[Tag, ...] | None] = {}
-        self._asm: list[Chunk] | None = None
-        self._scripts: list[Chunk] | None = None
-        self._base: str | None = None
+        super().__init__(index)
         self.graph = CallGraph(self, MAX_DEFINITIONS_FOLLOWED)
         self.given_keys: dict[Key, int] = {}
         self.given_spans: list[tuple[Span, int]] = []
-
-    # --- look-ups ------------------------------------------------------------------------------
-
-    def unit(self, chunk: Chunk) -> int:
-        if chunk.id not in self._units:
-            self._units[chunk.id] = self.index.unit_of(chunk.id)
-        number = self._units[chunk.id]
-        return -1 if number is None else number
-
-    def defining(self, symbol: str) -> list[Chunk]:
-        if symbol not in self._defining:
-            self._defining[symbol] = [c for c in self.index.defining(symbol) if self.unit(c) >= 0]
-        return self._defining[symbol]
-
-    def file_chunks(self, path: str) -> list[Chunk]:
-        if path not in self._files:
-            found = self.index.chunks_in_file(path)
-            self._files[path] = sorted(found, key=lambda c: (c.start_byte, c.end_byte, c.id))
-        return self._files[path]
-
-    def sorted_units(self, chunks: Sequence[Chunk]) -> list[Chunk]:
-        return sorted({c.id: c for c in chunks}.values(), key=lambda c: (self.unit(c), c.id))
-
-    def candidates(self, chunks: Sequence[Chunk]) -> list[str]:
-        return [f"{unit_id(self.unit(c))} {c.id} @ {c.path}:{c.start_line}" for c in chunks]
-
-    def resolve(self, ref: EndRef) -> list[Chunk] | str:
-        """The chunks a unit, qualified or symbol ref names (sorted by unit), or why there are none."""
-        if isinstance(ref, UnitRef):
-            chunk = self.index.unit(ref.number)
-            return [chunk] if chunk is not None else f"no unit {ref.raw} in the index"
-        if isinstance(ref, QualifiedRef):
-            path = _norm(ref.path)
-            chunk = self.index.chunk(chunk_id(path, ref.qualname, ref.occurrence))
-            if chunk is not None:
-                return [chunk]
-            if self.index.file(path) is None:
-                return f"file {path} is not in the index"
-            return f"no definition {chunk_id(path, ref.qualname, ref.occurrence)} in {path}"
-        if isinstance(ref, SymbolRef):
-            found = [
-                c for c in self.defining(ref.name) if ref.name in c.symbols_defined or c.qualname == ref.name
-            ]
-            return self.sorted_units(found) or f"no definition of {ref.name} in the index"
-        return f"{ref.raw} names no single definition"
-
-    def script_chunks(self) -> list[Chunk]:
-        """Chunks of the indexed linker scripts (sections, symbols, memory regions)."""
-        if self._scripts is None:
-            found: list[Chunk] = []
-            for path in self.index.paths():
-                meta = self.index.file(path)
-                if meta is not None and meta.language == _LD:
-                    found.extend(self.file_chunks(path))
-            self._scripts = found
-        return self._scripts
-
-    def script_summary(self, section: Chunk) -> dict[str, SummaryValue]:
-        """key: value pairs of a linker-script section: where, region, size, the symbols it sets."""
-        pairs: dict[str, SummaryValue] = {"script": _span_text(section)}
-        region = _LD_REGION.search(section.body.rsplit("}", 1)[-1])
-        if region is not None:
-            pairs["region"] = region.group(1)
-        size = _LD_SIZE.search(section.body)
-        if size is not None:
-            pairs["size"] = size.group(1).strip()
-        for child in self.script_chunks():
-            if (
-                child.parent == section.name
-                and child.path == section.path
-                and child.kind is ChunkKind.CONSTANT
-            ):
-                value = child.body.split("=", 1)[1].rstrip(";").rstrip(")").strip()
-                pairs[child.name] = value
-        return pairs
-
-    def asm_chunks(self) -> list[Chunk]:
-        if self._asm is None:
-            found: list[Chunk] = []
-            for path in self.index.paths():
-                meta = self.index.file(path)
-                if meta is not None and meta.language == _ASM:
-                    found.extend(self.file_chunks(path))
-            self._asm = found
-        return self._asm
-
-    def paths(self) -> list[str]:
-        return self.index.paths()
-
-    def source(self, path: str) -> tuple[str, bytes | None] | None:
-        """(language, the file's bytes read from disk, or None when they changed since indexing),
-        None for a file that is not indexed."""
-        meta = self.index.file(path)
-        if meta is None:
-            return None
-        base = self._index_base()
-        if base is None:
-            return meta.language, None
-        try:
-            data = (Path(base) / path).read_bytes()
-        except OSError:
-            return meta.language, None
-        return meta.language, data if hashlib.sha256(data).hexdigest() == meta.sha256 else None
-
-    def file_tags(self, path: str) -> tuple[Tag, ...] | None:
-        """The tags of an indexed file read from disk, or None when it changed since indexing."""
-        if path not in self._tags:
-            found = self.source(path)
-            self._tags[path] = tags(path, found[1], found[0]) if found and found[1] is not None else None
-        return self._tags[path]
-
-    def _index_base(self) -> str | None:
-        if self._base is None:
-            raw = self.index.store.get(keys.INDEX_META)
-            self._base = (IndexMeta.model_validate_json(raw).base if raw else None) or ""
-        return self._base or None
 
     # --- views of one chunk --------------------------------------------------------------------
 
@@ -301,7 +151,7 @@ class _Engine:
             )
         source = unit_id(number)
         if view == "exist":
-            return _Result(source, exist_content("yes", _span_text(chunk)), (("exist", source),))
+            return _Result(source, exist_content("yes", span_text(chunk)), (("exist", source),))
         if view in ("definition", "impl"):
             content = (
                 definition_content(_KINDS[chunk.kind], number, chunk.body)
@@ -312,10 +162,10 @@ class _Engine:
         if view == "api":
             return _Result(source, api_content(self.signatures(chunk)), (("api", source),))
         if view == "asm":
-            if chunk.language != _ASM:
+            if chunk.language != ASM:
                 reason = f"{source} {chunk.id} is {chunk.language} code, not an assembly label"
                 return _unknown(missing_content(reason))
-            labels, flow = _asm_parts(chunk)
+            labels, flow = asm_parts(chunk)
             return _Result(source, asm_content(labels, flow), (("asm", source),))
         return _Result(source, summary_content(self.summary(chunk)), (("summary", source),))
 
@@ -345,7 +195,7 @@ class _Engine:
         }
         if chunk.parent is not None:
             pairs["parent"] = chunk.parent
-        section = _section(chunk)
+        section = layout_section(chunk)
         if section is not None:
             pairs["section"] = section
         if chunk.symbols_defined:
@@ -356,7 +206,7 @@ class _Engine:
     # --- files and layout ----------------------------------------------------------------------
 
     def file_view(self, view: str, ref: FileRef) -> _Result:
-        path = _norm(ref.path)
+        path = norm_path(ref.path)
         meta = self.index.file(path)
         if meta is None:
             return _unknown(_NO if view == "exist" else missing_content(f"file {path} is not in the index"))
@@ -378,11 +228,11 @@ class _Engine:
         if view == "impl":
             return self.file_impl(source, key, top)
         if view == "asm":
-            if meta.language != _ASM:
+            if meta.language != ASM:
                 return _Result(
                     source, missing_content(f"{path} is {meta.language} code, not assembly"), (key,)
                 )
-            labels, flow = _asm_many(chunks)
+            labels, flow = asm_many(chunks)
             return _Result(source, asm_content(labels, flow), (key,))
         return _Result(source, summary_content(_file_summary(meta, chunks, top)), (key,))
 
@@ -400,7 +250,7 @@ class _Engine:
 
     def layout_view(self, view: str, ref: LayoutRef) -> _Result:
         chunks = sorted(
-            (c for c in self.asm_chunks() if _section(c) == ref.name),
+            (c for c in self.asm_chunks() if layout_section(c) == ref.name),
             key=lambda c: (c.path, c.start_byte, c.id),
         )
         scripts = [c for c in self.script_chunks() if c.kind is ChunkKind.LABEL and c.name == ref.name]
@@ -409,20 +259,20 @@ class _Engine:
             return _unknown(_NO if view == "exist" else missing_content(reason))
         key = ("layout", view, ref.name)
         if view == "exist":
-            where = ", ".join(_span_text(c) for c in [*scripts, *chunks])
+            where = ", ".join(span_text(c) for c in [*scripts, *chunks])
             return _Result("layout", exist_content("yes", where), (key,))
         if view == "api":
             return _Result("layout", api_content(c.skeleton for c in [*scripts, *chunks]), (key,))
         if view == "asm" and chunks:
-            labels, flow = _asm_many(chunks)
+            labels, flow = asm_many(chunks)
             return _Result("layout", asm_content(labels, flow), (key,))
         if view == "summary":
             pairs: dict[str, SummaryValue] = {"section": ref.name}
             for script in scripts:
-                pairs.update(self.script_summary(script))
+                pairs.update(script_summary(script, self.script_chunks()))
             if chunks:
                 pairs["labels"] = str(len(chunks))
-                pairs["units"] = {unit_id(self.unit(c)): f"{c.name} @ {_span_text(c)}" for c in chunks}
+                pairs["units"] = {unit_id(self.unit(c)): f"{c.name} @ {span_text(c)}" for c in chunks}
             return _Result("layout", summary_content(pairs), (key,))
         reason = f"{ref.name} is a section: ask for its exist, api, asm or summary, or name one of its labels"
         return _Result("layout", missing_content(reason), (key,))
@@ -555,45 +405,6 @@ def _hop_symbol(chunk: Chunk, preferred: str) -> str:
     if chunk.qualname and not any(ch.isspace() for ch in chunk.qualname):
         return chunk.qualname
     return preferred if not any(ch.isspace() for ch in preferred) else chunk.name.replace(" ", "_")
-
-
-def _asm_parts(chunk: Chunk) -> tuple[list[str], list[str]]:
-    """Labels (`name @ path:line (section ...)`) and flow (`path:line: instruction`) of one chunk."""
-    info = chunk.skeleton.split("\n", 1)[0]
-    info = f" ({info[2:]})" if info.startswith("; section ") else ""
-    labels: list[str] = []
-    flow: list[str] = []
-    own = False
-    for offset, line in enumerate(chunk.body.split("\n")):
-        number = chunk.start_line + offset
-        text = line.strip()
-        if not text or text.startswith(_ASM_COMMENT) or text == "#":
-            continue
-        match = _ASM_LABEL.fullmatch(line)
-        if match is not None:
-            name = match.group(1)
-            is_own = name == chunk.name and not own
-            own = own or is_own
-            labels.append(f"{name} @ {chunk.path}:{number}{info if is_own else ''}")
-            text = match.group(2).strip()
-            if not text or text.startswith(_ASM_COMMENT):
-                continue
-        if text.startswith("."):
-            continue  # a directive: layout, not flow
-        flow.append(f"{chunk.path}:{number}: {text}")
-    if not own:
-        labels.insert(0, f"{chunk.name} @ {chunk.path}:{chunk.start_line}{info}")
-    return labels, flow
-
-
-def _asm_many(chunks: Sequence[Chunk]) -> tuple[list[str], list[str]]:
-    labels: list[str] = []
-    flow: list[str] = []
-    for chunk in chunks:
-        more_labels, more_flow = _asm_parts(chunk)
-        labels += more_labels
-        flow += more_flow
-    return labels, flow
 
 
 def _file_summary(meta: FileMeta, chunks: list[Chunk], top: list[Chunk]) -> dict[str, str]:
