@@ -22,8 +22,8 @@ grammar (assembly, linker scripts), or a file changed on disk since it was index
 is parsed alone, without imports), falls back rule by rule. Deterministic: every choice is over
 sorted data.
 
-Long on purpose (over 450 lines): the four resolution rules are one ordered decision over shared
-scope and import tables; spread over modules, the order that makes them deterministic would be too.
+The four resolution rules are one ordered decision over shared scope and import tables, so they
+stay together here; which indexed files an import names is `import_paths.py`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from cachetools import LRUCache
 from pagedctx.host.code.chunk import Chunk, ChunkKind
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.code.uses import CodeUses, Import, code_uses
+from pagedctx.host.pces.import_paths import ImportPaths
 
 __all__ = ["CallGraph", "Lookups", "is_test_path"]
 
@@ -52,7 +53,6 @@ _SUPER = frozenset({"super()", "super", "base"})
 #: Languages where a bare call inside a class can mean one of its methods (implicit `this`).
 _IMPLICIT_THIS = frozenset({"java", "cpp"})
 _TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "testdata", "spec", "specs"})
-_SCRIPT_SUFFIXES = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
 _ANY = "*"  # a reference whose use is unknown (no grammar, or not an identifier node: a C macro word)
 _MAX_CLASSES = 64  # classes visited looking for a member through the bases
 _MAX_REEXPORTS = 4  # `from .api import get` in an `__init__.py`, followed this deep
@@ -112,9 +112,7 @@ class CallGraph:
         self._outside: dict[str, list[Chunk]] = {}
         self._members_of: dict[tuple[tuple[str, ...], str], list[Chunk]] = {}
         self._bases: dict[str, list[Chunk]] = {}
-        self._path_set: frozenset[str] | None = None
-        self._python: dict[str, list[tuple[int, str]]] | None = None
-        self._folders: dict[str, tuple[str, ...]] | None = None
+        self.modules = ImportPaths(lookups.paths)
 
     # --- edges ---------------------------------------------------------------------------------
 
@@ -262,7 +260,7 @@ class CallGraph:
     def local(self, caller: Chunk, name: str) -> list[Chunk]:
         """`name` defined in the caller's module, innermost scope first; class scopes only where a
         bare name can mean a method."""
-        paths = self.module_paths(caller.path)
+        paths = self.modules.module_paths(caller.path)
         found = [c for c in self.lookups.defining(name) if c.path in paths]
         if not found:
             return []
@@ -283,7 +281,7 @@ class CallGraph:
 
     def class_of(self, caller: Chunk) -> list[Chunk]:
         """The class-like chunks of the innermost class around `caller` (by qualified name)."""
-        paths = self.module_paths(caller.path)
+        paths = self.modules.module_paths(caller.path)
         scope = caller.qualname
         while "." in scope:
             scope = scope.rsplit(".", 1)[0]
@@ -308,7 +306,7 @@ class CallGraph:
             found = {
                 m.id: m
                 for cls in level
-                for m in self.named(name, f"{cls.qualname}.{name}", self.module_paths(cls.path))
+                for m in self.named(name, f"{cls.qualname}.{name}", self.modules.module_paths(cls.path))
             }
             if found:
                 return list(found.values())
@@ -364,7 +362,7 @@ class CallGraph:
             found = self.resolve_import(path, binding)
             return list(found) if isinstance(found, tuple) else []
         for module in stars:
-            paths = self.module_files(path, module)
+            paths = self.modules.module_files(path, module)
             if paths:
                 here = self.top_level(paths, name)
                 if here:
@@ -372,7 +370,7 @@ class CallGraph:
         return []
 
     def resolve_import(self, path: str, binding: Import, depth: int = 0) -> _Target | None:
-        paths = self.module_files(path, binding.module)
+        paths = self.modules.module_files(path, binding.module)
         if binding.name is None:
             return _Module(paths) if paths else None
         if paths:
@@ -380,7 +378,7 @@ class CallGraph:
             if found:
                 return tuple(found)
         if (language_for_path(path) or "") == "python":  # `from . import sessions`: a submodule
-            sub = self.module_files(path, _python_join(binding.module, binding.name))
+            sub = self.modules.module_files(path, _python_join(binding.module, binding.name))
             return _Module(sub) if sub else None
         return None
 
@@ -402,7 +400,7 @@ class CallGraph:
         """`pkg.sub` for a Python package `pkg` (its `__init__.py` in `module`)."""
         for path in module.paths:
             if posixpath.basename(path) in ("__init__.py", "__init__.pyi"):
-                sub = self.module_files(path, f".{name}")
+                sub = self.modules.module_files(path, f".{name}")
                 if sub:
                     return _Module(sub)
         return None
@@ -439,80 +437,6 @@ class CallGraph:
             code = self.file_code(path)
             self._imports[path] = (code.imports, code.stars) if code is not None else ({}, ())
         return self._imports[path]
-
-    def path_set(self) -> frozenset[str]:
-        if self._path_set is None:
-            self._path_set = frozenset(self.lookups.paths())
-        return self._path_set
-
-    def module_paths(self, path: str) -> tuple[str, ...]:
-        """The files of `path`'s module: the file itself; for Go, every .go file of its folder."""
-        if not path.endswith(".go"):
-            return (path,)
-        return self.go_folders().get(posixpath.dirname(path), (path,))
-
-    def go_folders(self) -> dict[str, tuple[str, ...]]:
-        if self._folders is None:
-            folders: dict[str, list[str]] = {}
-            for path in sorted(self.path_set()):
-                if path.endswith(".go"):
-                    folders.setdefault(posixpath.dirname(path), []).append(path)
-            self._folders = {folder: tuple(paths) for folder, paths in folders.items()}
-        return self._folders
-
-    def module_files(self, path: str, module: str) -> tuple[str, ...]:
-        """The indexed files an import in `path` names (Python, Go, TypeScript/JavaScript)."""
-        if path.endswith((".py", ".pyi")):
-            return self.python_module(path, module)
-        if path.endswith(".go"):
-            matches = [f for f in self.go_folders() if f and (module == f or module.endswith(f"/{f}"))]
-            return self.go_folders()[max(matches, key=len)] if matches else ()
-        if module.startswith(".") and path.endswith(_SCRIPT_SUFFIXES):
-            stem = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
-            stems = [stem, stem.removesuffix(".js")] if stem.endswith(".js") else [stem]
-            known = self.path_set()
-            for base in stems:
-                for candidate in (
-                    base,
-                    *(base + s for s in _SCRIPT_SUFFIXES),
-                    *(f"{base}/index{s}" for s in _SCRIPT_SUFFIXES),
-                ):
-                    if candidate in known:
-                        return (candidate,)
-        return ()
-
-    def python_module(self, path: str, module: str) -> tuple[str, ...]:
-        dots = len(module) - len(module.lstrip("."))
-        rest = module[dots:]
-        if not dots:
-            found = self.python_modules().get(rest, [])
-            best = min((skipped for skipped, _ in found), default=0)
-            return tuple(sorted(p for skipped, p in found if skipped == best))
-        base = posixpath.dirname(path)
-        for _ in range(dots - 1):
-            base = posixpath.dirname(base)
-        stem = posixpath.join(base, *rest.split(".")) if rest else base
-        candidates = [f"{stem}/__init__.py", f"{stem}/__init__.pyi"]
-        if rest:
-            candidates = [f"{stem}.py", f"{stem}.pyi", *candidates]
-        known = self.path_set()
-        return tuple(candidate.lstrip("/") for candidate in candidates if candidate.lstrip("/") in known)[:1]
-
-    def python_modules(self) -> dict[str, list[tuple[int, str]]]:
-        """Dotted module name -> (leading folders skipped, path): `flask.app` is `src/flask/app.py`
-        with one folder skipped; the fewest skipped wins."""
-        if self._python is None:
-            modules: dict[str, list[tuple[int, str]]] = {}
-            for path in sorted(self.path_set()):
-                if not path.endswith((".py", ".pyi")):
-                    continue
-                parts = path.rsplit(".", 1)[0].split("/")
-                if parts[-1] == "__init__":
-                    parts.pop()
-                for skipped in range(len(parts)):
-                    modules.setdefault(".".join(parts[skipped:]), []).append((skipped, path))
-            self._python = modules
-        return self._python
 
 
 def _python_join(module: str, name: str) -> str:
