@@ -1000,14 +1000,12 @@ def test_tags_query_leaves_out_doc_comments(language: str, source: bytes) -> Non
 
 
 def _segmented(window: int, path: str, data: bytes) -> ParsedFile:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chunker_module, "SEGMENT_BYTES", window)
-        return chunk_file(path, data)
+    return chunk_file(path, data, segment_bytes=window)
 
 
 @pytest.mark.parametrize("window", [64, 700])
 def test_segmented_chunks_equal_the_whole_files(window: int) -> None:
-    """S2 (issue 20 item 4): a file over SEGMENT_BYTES chunked a window at a time gives the whole
+    """S2 (issue 20 item 4): a file over `segment_bytes` chunked a window at a time gives the whole
     parse's chunks (ids, bodies, lines, parents, skeletons, symbols), in every language's fixtures
     and in this package's own modules; the errors too where the file has none."""
     sources = [*SOURCES, *sorted(Path(chunker_module.__file__).parent.parent.rglob("*.py"))[:60]]

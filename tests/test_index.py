@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import UsageError
-from pagedctx.host.code import chunker as chunker_module
 from pagedctx.host.ingest import analyse as analyse_module
 from pagedctx.host.ingest import update as update_module
 from pagedctx.host.ingest import writes as writes_module
 from pagedctx.host.ingest.block_tree import BlockTree, chunk_handle
 from pagedctx.host.ingest.index import Index
+from pagedctx.host.ingest.tuning import IndexTuning
 from pagedctx.host.select.catalog_cache import load_catalog
 from pagedctx.host.select.file_parts import CollectedParts
 from pagedctx.host.store import keys
@@ -176,8 +176,8 @@ def test_an_update_of_many_files_ends_with_one_full_collection(
         calls.append(1)
         return 0
 
-    monkeypatch.setattr(analyse_module, "PARALLEL_MIN_FILES", 5)
     monkeypatch.setattr(gc, "collect", collect)
+    index = Index(index.store, tuning=IndexTuning(parallel_min_files=5))
     assert len(index.update([repo]).parsed) == 5
     assert calls == [1]
     (repo / "app" / "helpers.py").write_text("def changed():\n    return 2\n")
@@ -277,9 +277,9 @@ def test_block_counts_kept_across_files_start_over_past_their_bound(
     index: Index, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """S5 (issue 20): a process keeps the counts of the line blocks it has seen, for its next files,
-    at most `_BLOCKS_KEPT` of them; starting over changes no count."""
-    monkeypatch.setattr(analyse_module, "_BLOCKS_KEPT", 3)
-    monkeypatch.setattr(analyse_module, "_blocks", {})
+    at most `IndexTuning.blocks_kept` of them; starting over changes no count."""
+    monkeypatch.setattr(analyse_module, "_blocks", {})  # this process's counts, from nothing
+    index = Index(index.store, tuning=IndexTuning(blocks_kept=3))
     index.update([repo])
     assert 0 < len(analyse_module._blocks[index.tokenizer]) < 3 + 200
     for chunk in index.chunks(sorted(index.store.hkeys(keys.CHUNKS))):
@@ -515,12 +515,13 @@ def test_killed_update_leaves_a_readable_store_and_a_rerun_completes(tmp_path: P
     db = tmp_path / "killed.db"
     child = (
         "import sys, time\n"
-        "from pagedctx.host.ingest import index as m, update\n"
-        "update.BATCH_FILES = 20\n"
+        "from pagedctx.host.ingest import index as m\n"
+        "from pagedctx.host.ingest.tuning import IndexTuning\n"
         "def slow(phase, done, total):\n"
         "    if done == 100: print('started', flush=True)\n"
         "    if done > 100: time.sleep(0.01)\n"
-        f"m.Index.open('sqlite:///{db}').update([{str(root)!r}], progress=slow)\n"
+        f"m.Index(m.open_store('sqlite:///{db}'), tuning=IndexTuning(batch_files=20))"
+        f".update([{str(root)!r}], progress=slow)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
@@ -552,9 +553,8 @@ def test_worker_processes_give_the_same_index(tmp_path: Path, repo: Path) -> Non
         assert serial.store.hgetall(store_key) == parallel.store.hgetall(store_key)
 
 
-def test_batches_are_whole_files(monkeypatch: pytest.MonkeyPatch, index: Index, repo: Path) -> None:
-    monkeypatch.setattr(update_module, "BATCH_FILES", 1)
-    report = index.update([repo])
+def test_batches_are_whole_files(index: Index, repo: Path) -> None:
+    report = Index(index.store, tuning=IndexTuning(batch_files=1)).update([repo])
     assert len(report.parsed) == 5 and index.status().chunks == report.chunks
 
 
@@ -588,12 +588,12 @@ def _large(root: Path, functions: int) -> Path:
     )
 
 
-def _small_streams(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Files over 2,000 bytes streamed, windows of 600 bytes, writes of 50 chunks; the chunks
-    each write held."""
-    monkeypatch.setattr(analyse_module, "STREAM_BYTES", 2000)
-    monkeypatch.setattr(chunker_module, "SEGMENT_BYTES", 600)
-    monkeypatch.setattr(update_module, "BATCH_CHUNKS", 50)
+SMALL_STREAMS = IndexTuning(stream_bytes=2000, segment_bytes=600, batch_chunks=50)  # files over 2,000 bytes
+# streamed, windows of 600 bytes, writes of 50 chunks
+
+
+def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The chunks each write held (a spy on the writer)."""
     writes: list[int] = []
     flush = writes_module.Writer.flush
 
@@ -608,15 +608,16 @@ def _small_streams(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_large_file_is_written_in_batches_as_the_whole_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path
 ) -> None:
-    """S1, S2 (issue 20 item 4): a file over STREAM_BYTES is chunked a window at a time and written
-    in batches of chunks; the store and the catalog parts equal those of the whole-file path, key
-    for key, with its edits and its removal too."""
+    """S1, S2 (issue 20 item 4): a file over `IndexTuning.stream_bytes` is chunked a window at a
+    time and written in batches of chunks; the store and the catalog parts equal those of the
+    whole-file path, key for key, with its edits and its removal too (issue 33: the knobs passed
+    in as an `IndexTuning`, not patched)."""
     big = _large(repo, 300)
     whole = Index(open_store(f"sqlite:///{tmp_path / 'whole.db'}"), workers=1)
     whole_parts = CollectedParts()
     whole.update([repo], hook=whole_parts.hook())
-    writes = _small_streams(monkeypatch)
-    streamed = Index(open_store(f"sqlite:///{tmp_path / 'streamed.db'}"), workers=1)
+    writes = _counted_writes(monkeypatch)
+    streamed = Index(open_store(f"sqlite:///{tmp_path / 'streamed.db'}"), workers=1, tuning=SMALL_STREAMS)
     parts = CollectedParts()
     report = streamed.update([repo], hook=parts.hook())
     assert report.chunks == whole.status().chunks and len(writes) >= 6 and max(writes) < 80
@@ -633,7 +634,7 @@ def test_a_large_file_is_written_in_batches_as_the_whole_file(
     monkeypatch.undo()
     assert_same_as_fresh(streamed, [repo], tmp_path)
     big.unlink()
-    _small_streams(monkeypatch)
+    _counted_writes(monkeypatch)
     streamed.update([repo])
     monkeypatch.undo()
     assert_same_as_fresh(streamed, [repo], tmp_path)
@@ -645,8 +646,8 @@ def test_a_large_file_left_half_written_is_swept(
     """S1 (issue 20 item 4): an update killed while writing a large file leaves its streaming mark;
     the next update removes every chunk of that path it wrote, and parses the file anew."""
     big = _large(repo, 120)
-    _small_streams(monkeypatch)
-    index.update([repo])
+    _counted_writes(monkeypatch)
+    Index(index.store, tokenizer=index.tokenizer, tuning=SMALL_STREAMS).update([repo])
     monkeypatch.undo()
     orphan = "big/generated.py::left_over"
     index.store.hset(keys.CHUNKS, {orphan: index.store.hget(keys.CHUNKS, "big/generated.py::f1") or ""})

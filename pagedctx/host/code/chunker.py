@@ -95,12 +95,14 @@ SEGMENT_BYTES = 1 << 20
 _TOP_LINE = re.compile(rb"\n[ \t\r\f]*\n(?=[^\s)\]}])")
 
 
-def chunk_file(path: str, source: bytes, language: str | None = None) -> ParsedFile:
+def chunk_file(
+    path: str, source: bytes, language: str | None = None, *, segment_bytes: int = SEGMENT_BYTES
+) -> ParsedFile:
     """The chunks of one file (S2, S3); `language` defaults to the one of `path`'s suffix.
 
     Raises `UsageError` for a language (or suffix) without a chunker; never raises on content.
     """
-    segments = Segments(path, source, language)
+    segments = Segments(path, source, language, segment_bytes=segment_bytes)
     chunks = tuple(chunk for segment in segments for chunk in segment)
     return ParsedFile(path=path, language=segments.language, chunks=chunks, errors=segments.errors)
 
@@ -109,9 +111,10 @@ class Segments:
     """A file's chunks, one top-level stretch of it at a time: iterate for the
     chunks of each segment in source order; `errors` is complete once they are all read.
 
-    A file of at most `SEGMENT_BYTES` (every file under the default size limit), one that is not
-    UTF-8, or one of a language without a grammar is one segment, chunked as a whole. A larger file
-    is parsed a window at a time: a window ends at the first line after `SEGMENT_BYTES` that
+    A file of at most `segment_bytes` (default `SEGMENT_BYTES`: every file under the default size
+    limit), one that is not UTF-8, or one of a language without a grammar is one segment, chunked as
+    a whole. A larger file is parsed a window at a time: a window ends at the first line after
+    `segment_bytes` that
     follows a blank line and starts with code (`_window_end`); when its tree holds no syntax error,
     it is used up to the start of its last top-level node but the final one that starts a line after
     a blank line (`_cut`), and the next window starts there. A window with an error, or without such
@@ -126,9 +129,12 @@ class Segments:
     errors may have them reported at other positions (error recovery sees another start).
     """
 
-    def __init__(self, path: str, source: bytes, language: str | None = None) -> None:
+    def __init__(
+        self, path: str, source: bytes, language: str | None = None, *, segment_bytes: int = SEGMENT_BYTES
+    ) -> None:
         self.path = path
         self.source = source
+        self.segment_bytes = segment_bytes
         self.language = _language(path, language)
         self._errors: list[str] = []
         self._error_count = 0
@@ -145,14 +151,14 @@ class Segments:
             return
         lang = compiled(name)
         seen: dict[str, int] = {}
-        if len(source) <= SEGMENT_BYTES or not is_utf8(source):
+        if len(source) <= self.segment_bytes or not is_utf8(source):
             src = SourceText(source)
             yield self._chunks(lang, src, parse(lang, src.parsed), seen, len(source), 0, 0)
             self.errors = (*([src.problem] if src.problem else []), *self._finished())
             return
         start, row = 0, 0
         while start < len(source):
-            end = _window_end(source, start + SEGMENT_BYTES)
+            end = _window_end(source, start + self.segment_bytes)
             src = SourceText(source[start:end])
             parsed = parse(lang, src.parsed)
             cut = _cut(parsed.tree.root_node, src.data) if end < len(source) else len(src.data)

@@ -5,7 +5,7 @@ Pure of the store, so it runs in worker processes: a large update spreads files 
 pool (tree-sitter and tiktoken both hold the GIL, so threads would not help), a small one runs
 in-process. Results come back in task order as plain data (chunk JSON included), cheap to pickle.
 
-A file larger than `STREAM_BYTES` (only under a raised size limit) is analysed in the updating
+A file larger than `IndexTuning.stream_bytes` (only under a raised size limit) is analysed in the updating
 process as a `Stream`: its chunks come segment by segment (`chunker.Segments`),
 counted and turned to JSON there, for the update to write in batches; the whole file's token count,
 errors and derived part are known once they are all read. Its memory is that of a segment.
@@ -25,25 +25,22 @@ from typing import Any
 import pydantic_core
 
 from pagedctx.host.code.chunk import Chunk
-from pagedctx.host.code.chunker import SEGMENT_BYTES, Segments, chunk_file
+from pagedctx.host.code.chunker import Segments, chunk_file
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.file_role import HEAD_BYTES, GitAttributes, file_role
+from pagedctx.host.ingest.tuning import DEFAULT_TUNING, IndexTuning
 from pagedctx.host.ingest.walk import SkipReason
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
 __all__ = [
-    "PARALLEL_MIN_FILES", "STREAM_BYTES", "Analysis", "ChunkRecord", "Derive", "Merge", "Stream", "Task",
-    "analyse", "analyse_all",
+    "Analysis", "ChunkRecord", "Derive", "Merge", "Stream", "Task", "analyse", "analyse_all",
 ]  # fmt: skip
 
-PARALLEL_MIN_FILES = 64  # below this, starting worker processes costs more than it saves
 _BINARY_SNIFF = 8192
 _PIECE_END = re.compile(rb"\n(?=[ \t]*[\x21-\x7e])")  # ASCII: a block start by any reading
 _counters: dict[str, CachedCounter] = {}
 _blocks: dict[str, dict[str, int]] = {}  # per tokenizer: counts of line blocks this process has seen
-_BLOCKS_KEPT = 100_000  # blocks (most are one short line: a few MB); past this the counts start over
 _UNCOUNTED = ',"body_tokens":null,"skeleton_tokens":null,"counted_by":null}'  # a chunk JSON's end
-STREAM_BYTES = SEGMENT_BYTES  # larger files are analysed as a Stream, in the updating process
 Derive = Callable[[str, Sequence[Chunk]], Any]  # (path, chunks) -> what a layer above keeps of a file
 Merge = Callable[[list[Any]], Any]  # what Derive made of each segment of a streamed file -> the file's
 ChunkRecord = tuple[str, str, tuple[str, ...]]  # (id, Chunk JSON with its counts, symbols_defined)
@@ -57,8 +54,9 @@ class Task:
     tokenizer: str
     derive: Derive | None = None  # run on the chunks where the file is parsed (a worker process)
     attributes: GitAttributes | None = None  # the .gitattributes rules its role is read with
-    size: int = 0  # the file's size when found (over STREAM_BYTES: analysed as a Stream)
+    size: int = 0  # the file's size when found (over `tuning.stream_bytes`: analysed as a Stream)
     merge: Merge | None = None  # joins `derive`'s results over a streamed file's segments
+    tuning: IndexTuning = DEFAULT_TUNING
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +92,7 @@ class Stream:
     def batches(self) -> Iterator[list[ChunkRecord]]:
         task, data = self.task, self.data
         counter = _counter(task.tokenizer)
-        segments = Segments(task.rel, data)
+        segments = Segments(task.rel, data, segment_bytes=task.tuning.segment_bytes)
         derived: list[Any] = []
         for chunks in segments:
             count = counter.line_counter()
@@ -104,7 +102,7 @@ class Stream:
             if task.derive is not None:
                 derived.append(task.derive(task.rel, chunks))
             del chunks
-        self.tokens = _segment_tokens(data, counter)
+        self.tokens = _segment_tokens(data, counter, task.tuning.stream_bytes)
         self.errors = segments.errors
         if task.derive is not None:
             self.derived = task.merge(derived) if task.merge is not None else None
@@ -142,7 +140,7 @@ def analyse(task: Task) -> Analysis:
     role = file_role(task.rel, data[:HEAD_BYTES], task.attributes).value
     if digest == task.old_sha256:
         return Analysis(task.rel, same=True, sha256=digest, role=role)
-    if len(data) > STREAM_BYTES:
+    if len(data) > task.tuning.stream_bytes:
         return Analysis(
             task.rel,
             sha256=digest,
@@ -151,11 +149,11 @@ def analyse(task: Task) -> Analysis:
             role=role,
             stream=Stream(task, data),
         )
-    parsed = chunk_file(task.rel, data)
+    parsed = chunk_file(task.rel, data, segment_bytes=task.tuning.segment_bytes)
     text = data.decode("utf-8")
     counter = _counter(task.tokenizer)
     known = _blocks.setdefault(task.tokenizer, {})  # lines repeat across files (imports, `else:`)
-    if len(known) > _BLOCKS_KEPT:
+    if len(known) > task.tuning.blocks_kept:
         known.clear()
     counts = counter.file_counts(text, known)  # the file and its bodies share their lines: each counted once
     if counts is not None:
@@ -179,12 +177,12 @@ def analyse(task: Task) -> Analysis:
     )
 
 
-def _segment_tokens(data: bytes, counter: CachedCounter) -> int:
-    """The exact count of a large file, a piece of about `STREAM_BYTES` at a time, each cut at the
+def _segment_tokens(data: bytes, counter: CachedCounter, piece: int) -> int:
+    """The exact count of a large file, a piece of about `piece` bytes at a time, each cut at the
     start of a non-blank line (where the line counter's blocks start: the counts add up)."""
     total, start = 0, 0
     while start < len(data):
-        found = _PIECE_END.search(data, start + STREAM_BYTES) if start + STREAM_BYTES < len(data) else None
+        found = _PIECE_END.search(data, start + piece) if start + piece < len(data) else None
         end = found.end() if found is not None else len(data)
         total += counter.line_counter()(data[start:end].decode("utf-8"))
         start = end
@@ -210,12 +208,14 @@ def _json(text: str) -> str:
     return pydantic_core.to_json(text).decode("utf-8")
 
 
-def analyse_all(tasks: Sequence[Task], *, workers: int | None = None) -> Iterator[Analysis]:
+def analyse_all(
+    tasks: Sequence[Task], *, workers: int | None = None, tuning: IndexTuning = DEFAULT_TUNING
+) -> Iterator[Analysis]:
     """Analyses in task order; a process pool (fork) when there are enough files and cores. Files
-    over `STREAM_BYTES` are analysed here, as a `Stream`, when their turn comes."""
+    over `tuning.stream_bytes` are analysed here, as a `Stream`, when their turn comes."""
     workers = workers if workers is not None else (os.cpu_count() or 1)
-    pooled = [task for task in tasks if task.size <= STREAM_BYTES]
-    if workers < 2 or len(pooled) < PARALLEL_MIN_FILES:
+    pooled = [task for task in tasks if task.size <= tuning.stream_bytes]
+    if workers < 2 or len(pooled) < tuning.parallel_min_files:
         for task in tasks:
             yield analyse(task)
         return
@@ -223,4 +223,4 @@ def analyse_all(tasks: Sequence[Task], *, workers: int | None = None) -> Iterato
     with context.Pool(workers) as pool:
         results = pool.imap(analyse, pooled, chunksize=8)
         for task in tasks:
-            yield analyse(task) if task.size > STREAM_BYTES else next(results)
+            yield analyse(task) if task.size > tuning.stream_bytes else next(results)

@@ -20,6 +20,7 @@ from pagedctx.host.code.chunk import Chunk
 from pagedctx.host.ingest.block_tree import BlockTree
 from pagedctx.host.ingest.meta import FileMeta, IndexMeta, IndexStatus, LanguageStats, UpdateReport
 from pagedctx.host.ingest.plan import rel_or_dot, resolve_roots, skipped_files
+from pagedctx.host.ingest.tuning import DEFAULT_TUNING, IndexTuning
 from pagedctx.host.ingest.update import (
     LOCK_TTL_SECONDS,
     FileHook,
@@ -53,16 +54,18 @@ class Index:
         tokenizer: str = DEFAULT_TOKENIZER,
         workers: int | None = None,
         scope: Sequence[str] = (),
+        tuning: IndexTuning = DEFAULT_TUNING,
     ) -> None:
         self.store = store
         self.tokenizer = tokenizer
         self.workers = workers
+        self.tuning = tuning
         self.scope = tuple(scope)
         self._counter: CachedCounter | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickled as its store and settings (the token counter is rebuilt where it is used)."""
-        return (_index, (self.store, self.tokenizer, self.workers, self.scope))
+        return (_index, (self.store, self.tokenizer, self.workers, self.scope, self.tuning))
 
     @classmethod
     def open(cls, store: Store | str | None = None, *, tokenizer: str = DEFAULT_TOKENIZER) -> Index:
@@ -79,7 +82,13 @@ class Index:
     def within(self, roots: Sequence[str | Path]) -> Index:
         """This index seen from some of its roots: chunk and file look-ups answer only about files
         under them (a store may hold several repositories; see `scope_of`)."""
-        return Index(self.store, tokenizer=self.tokenizer, workers=self.workers, scope=self.scope_of(roots))
+        return Index(
+            self.store,
+            tokenizer=self.tokenizer,
+            workers=self.workers,
+            scope=self.scope_of(roots),
+            tuning=self.tuning,
+        )
 
     def in_scope(self, path: str) -> bool:
         """Whether an index path lies in this index's scope (always, without a scope)."""
@@ -241,5 +250,11 @@ class Index:
             return check.explained(updater.run(started))
 
 
-def _index(store: Store, tokenizer: str, workers: int | None, scope: tuple[str, ...] = ()) -> Index:
-    return Index(store, tokenizer=tokenizer, workers=workers, scope=scope)
+def _index(
+    store: Store,
+    tokenizer: str,
+    workers: int | None,
+    scope: tuple[str, ...] = (),
+    tuning: IndexTuning = DEFAULT_TUNING,
+) -> Index:
+    return Index(store, tokenizer=tokenizer, workers=workers, scope=scope, tuning=tuning)

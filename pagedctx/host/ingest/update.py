@@ -46,8 +46,6 @@ if TYPE_CHECKING:  # parsing (tree-sitter, the chunker) is imported by an update
     from pagedctx.host.ingest.index import Index
 
 __all__ = [
-    "BATCH_CHUNKS",
-    "BATCH_FILES",
     "DEFAULT_WAIT_SECONDS",
     "LOCK_TTL_SECONDS",
     "WAIT_VARIABLE",
@@ -61,8 +59,6 @@ __all__ = [
 
 DEFAULT_WAIT_SECONDS = 60.0
 WAIT_VARIABLE = "PAGEDCTX_INDEX_WAIT"
-BATCH_FILES = 200  # files per atomic write
-BATCH_CHUNKS = 20_000  # chunks per write: a batch ends after the file that reaches it
 _FEW_COLLECTIONS = (50_000, 20, 100)  # gc thresholds during an update (Python's: 700, 10, 10)
 LOCK_TTL_SECONDS = 3600.0  # the index lock's lease: a writer that died frees it by then
 
@@ -110,7 +106,7 @@ class FileHook:
     chunks)` runs where the file is parsed (a worker process: a module-level function), and
     `collect(path, stamp, derived)` in the updating process once the file's records are queued,
     with its `sys/files/meta` value (the selection catalog is built this way without reading the
-    chunks back). A file over `analyse.STREAM_BYTES` is derived a segment at a time, and `merge`
+    chunks back). A file over `IndexTuning.stream_bytes` is derived a segment at a time, and `merge`
     joins those into the file's (without it such a file derives nothing)."""
 
     derive: Derive
@@ -193,14 +189,18 @@ class Updater:
                 plan.attributes,
                 f.size,
                 merge,
+                self.index.tuning,
             )
             for f in changed
         ]
         found_by_rel = {f.rel: f for f in changed}
         pending = Pending()
-        for done, result in enumerate(analyse.analyse_all(tasks, workers=self.index.workers), 1):
+        for done, result in enumerate(
+            analyse.analyse_all(tasks, workers=self.index.workers, tuning=self.index.tuning), 1
+        ):
             self._one_file(found_by_rel[result.rel], result, old_metas.get(result.rel), pending, tally)
-            if pending.files >= BATCH_FILES or len(pending.chunks) >= BATCH_CHUNKS:
+            tuning = self.index.tuning
+            if pending.files >= tuning.batch_files or len(pending.chunks) >= tuning.batch_chunks:
                 self.writer.flush(pending)
                 pending = Pending()
             self.progress("parse", done, len(changed))
@@ -213,7 +213,7 @@ class Updater:
         self.writer.record_skipped(tally.skipped, report, self.check.under_roots)
         self.writer.backfill_units()
         self.writer.write_tree(plan, tally.new_fast, gone, report, force=self.force_tree, marks=self.marks)
-        if len(changed) >= analyse.PARALLEL_MIN_FILES:  # see `few_collections`
+        if len(changed) >= self.index.tuning.parallel_min_files:  # see `few_collections`
             gc.collect()
         report.seconds = round(time.perf_counter() - started, 3)
         return report
@@ -250,7 +250,7 @@ class Updater:
             for records in stream.batches():
                 handles += queue_chunks(records, pending, tally.symbols)
                 ids.extend(chunk_id for chunk_id, _, _ in records)
-                if len(pending.chunks) >= BATCH_CHUNKS:
+                if len(pending.chunks) >= self.index.tuning.batch_chunks:
                     self.writer.flush(pending)
                     pending.reset()
             pending.streamed.add(found.rel)
