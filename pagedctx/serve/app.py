@@ -33,7 +33,15 @@ from starlette.requests import ClientDisconnect
 
 from pagedctx.errors import PagedctxError
 from pagedctx.serve.guard import BearerGuard, RateLimiter
-from pagedctx.serve.openai_types import ChatRequest, ServeError, chunk, completion, completion_id, error_body
+from pagedctx.serve.openai_types import (
+    ChatRequest,
+    ServeError,
+    chunk,
+    completion,
+    completion_id,
+    error_body,
+    model_list,
+)
 from pagedctx.serve.service import ChatService, Reply, refused
 from pagedctx.serve.settings import ServeSettings
 
@@ -261,8 +269,7 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
     @app.get("/v1/models")
     async def models(_: Tenant) -> dict[str, Any]:
         service = _service()
-        card = {"id": service.model_id, "object": "model", "created": service.created, "owned_by": "pagedctx"}
-        return {"object": "list", "data": [card]}
+        return model_list(service.model_id, service.created)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request, tenant: Tenant) -> Response:
