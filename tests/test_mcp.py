@@ -31,6 +31,7 @@ from mcp_support import (
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
+from pagedctx.errors import UsageError
 from pagedctx.mcp_server.server import build_server
 
 TOOLS = {"select_code", "code_evidence", "session_ask", "consult", "explore", "shelve"}
@@ -104,6 +105,22 @@ def test_every_tool_and_resource_in_process(tmp_path: Path) -> None:
     assert (tmp_path / "proj" / "calc" / "ops.py").read_text().count(
         "return a - b"
     ) == 1  # refusals wrote nothing
+
+
+@pytest.mark.slow
+def test_index_status_reports_each_repository_apart_and_repo_names_one(tmp_path: Path) -> None:
+    """S5, issue 33: with two repositories, `index_status` counts each one's own files and chunks
+    (not the whole store's for both); `repo` picks one by folder name, an unknown name is refused
+    with the names to use."""
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "words.py").write_text("def shout(text):\n    return text.upper()\n", encoding="utf-8")
+    tools = agent_tools(tmp_path, repos=(tmp_path / "proj", other))
+    status = json.loads(tools.index_status())  # each repository indexed, then counted
+    assert [(len(s["roots"]), s["files"], s["chunks"]) for s in status] == [(1, 3, 4), (1, 1, 1)]
+    assert [list(s["settings"]) for s in status] == [[str(tmp_path / "proj")], [str(other)]]
+    with pytest.raises(UsageError, match=r"repo 'elsewhere' is not one .* use one of: proj, notes"):
+        tools.outline("calc/ops.py", repo="elsewhere")
 
 
 def test_without_pins_every_edit_is_refused(tmp_path: Path) -> None:

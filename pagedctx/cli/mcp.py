@@ -17,23 +17,6 @@ import typer
 TOKENS_ENV = "PAGEDCTX_MCP_TOKENS"
 
 
-def _tokens(token_file: Path | None) -> tuple[str, ...]:
-    from pagedctx.errors import UsageError
-
-    tokens = [t.strip() for t in os.environ.get(TOKENS_ENV, "").split(",") if t.strip()]
-    if token_file is not None:
-        try:
-            text = token_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read token file {token_file}: {exc.strerror or exc}") from exc
-        tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    if any(len(t) < 8 for t in tokens):
-        raise UsageError("MCP bearer tokens must be at least 8 characters long")
-    if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
-        raise UsageError("MCP bearer tokens are printable ASCII without spaces (as HTTP headers carry them)")
-    return tuple(tokens)
-
-
 def mcp(
     *,
     repo: list[Path] = typer.Option(
@@ -76,11 +59,12 @@ def mcp(
     from pagedctx.errors import UsageError
     from pagedctx.mcp_server.server import new_stdio_session, serve_http, serve_stdio
     from pagedctx.mcp_server.tools import AgentTools, McpSettings
+    from pagedctx.serve.guard import read_tokens
     from pagedctx.serve.settings import is_loopback
 
     if not repo:
         raise UsageError("give at least one --repo ROOT: the repository the agent works on")
-    tokens = _tokens(token_file)
+    tokens = read_tokens(TOKENS_ENV, environ=os.environ, token_file=token_file)
     if http is not None and not is_loopback(host) and not tokens:
         raise UsageError(
             f"refusing to serve MCP on {host} without a bearer token: set {TOKENS_ENV} or --token-file "

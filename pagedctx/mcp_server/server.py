@@ -13,16 +13,15 @@ one). Over streamable HTTP: `X-Session-Id` when the client sends it; else a stat
 protocol) client's MCP session (`mcp.<Mcp-Session-Id>`); a stateless (2026 protocol) request
 carries no connection id, so it is the bearer token's session (`mcp.t<sha256 of the token>`), or
 without a token the server's own. Over HTTP a bearer token is required off loopback, as for
-`pagedctx serve`; with tokens, each token is a tenant (`pagedctx.serve.guard.TokenGuard`): its
+`pagedctx serve`; with tokens, each token is a tenant (`pagedctx.serve.guard.BearerGuard`): its
 sessions are stored as `{tenant}.{id}`, so another token's session id answers exactly as one
 nobody made, and an MCP session answers only the token that opened it (the SDK's own check, fed
-by the guard's `scope["user"]`).
+by the guard's `scope["user"]`). Both servers read and check tokens with the same code
+(`pagedctx.serve.guard`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
@@ -34,6 +33,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from starlette.requests import HTTPConnection
 
 from pagedctx.errors import PagedctxError, UsageError
 from pagedctx.mcp_server.tools import (
@@ -44,6 +44,8 @@ from pagedctx.mcp_server.tools import (
     error_text,
     missing_session,
 )
+from pagedctx.serve.guard import BearerGuard, tenant_of
+from pagedctx.serve.openai_types import ServeError
 
 __all__ = ["build_server", "connection_session", "serve_http", "serve_stdio"]
 
@@ -97,7 +99,7 @@ def connection_session(ctx: Context[Any, Any] | None, fallback: str, *, tenants:
         return SessionRef(f"mcp.t{tenant}", tenant)
     token = headers.get("authorization", "").removeprefix("Bearer ").strip()
     if token:  # no tokens configured: the header still picks a session, of the one tenant
-        return SessionRef("mcp.t" + hashlib.sha256(token.encode()).hexdigest()[:16])
+        return SessionRef("mcp.t" + tenant_of(token))
     return SessionRef(fallback)
 
 
@@ -286,50 +288,36 @@ def serve_stdio(tools: AgentTools, session: str) -> None:
     build_server(tools, session).run("stdio")
 
 
-_TOKEN = re.compile(r"[\x21-\x7e]+")  # a bearer token: visible ASCII, no spaces
+_UNAUTHORIZED = b'{"error": "missing or wrong bearer token (Authorization: Bearer ...)"}'
 
 
 class _BearerGuard:
-    """ASGI middleware: every HTTP request needs exactly one `Authorization: Bearer <token>` of
-    the list, its bytes ASCII, one space after the scheme; anything else is a 401 (never a 500).
-    The token's tenant (`TokenGuard`, as `pagedctx serve`) goes on as `scope["user"]`: the tools
-    read it, and the SDK binds each MCP session to the tenant that opened it."""
+    """ASGI middleware: with tokens, every HTTP request passes the one bearer check both servers
+    use (`pagedctx.serve.guard.BearerGuard`: exactly one `Authorization: Bearer <token>` of the
+    list, in ASCII, one space after the scheme); anything else is a 401 (never a 500). The token's
+    tenant goes on as `scope["user"]`: the tools read it, and the SDK binds each MCP session to
+    the tenant that opened it."""
 
     def __init__(self, app: Any, tokens: tuple[str, ...]) -> None:
-        from pagedctx.serve.guard import TokenGuard
+        self.app, self.guard = app, BearerGuard(tokens)
 
-        self.app, self.guard = app, TokenGuard(tokens)
-
-    def tenant(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    async def tenant(self, scope: dict[str, Any]) -> str | None:
         """The tenant of the request's one well-formed, known bearer token, or None."""
-        from pagedctx.serve.openai_types import ServeError
-
-        given = [value for name, value in headers if name.lower() == b"authorization"]
-        if len(given) != 1:
-            return None
         try:
-            text = given[0].decode("ascii")
-        except UnicodeDecodeError:
-            return None
-        scheme, _, token = text.partition(" ")
-        if scheme.lower() != "bearer" or not _TOKEN.fullmatch(token):
-            return None
-        try:
-            return self.guard.tenant(f"Bearer {token}")
+            return await self.guard(HTTPConnection(scope))
         except ServeError:
             return None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
         if scope.get("type") == "http" and self.guard.required:
-            tenant = self.tenant(scope.get("headers", []))
+            tenant = await self.tenant(scope)
             if tenant is None:
-                body = b'{"error": "missing or wrong bearer token (Authorization: Bearer ...)"}'
                 await send(
                     {"type": "http.response.start", "status": 401,
                      "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                 (b"content-length", str(len(body)).encode())]}
+                                 (b"content-length", str(len(_UNAUTHORIZED)).encode())]}
                 )  # fmt: skip
-                await send({"type": "http.response.body", "body": body})
+                await send({"type": "http.response.body", "body": _UNAUTHORIZED})
                 return
             # The tenant, never the token, is what the request carries on.
             user = AuthenticatedUser(AccessToken(token=tenant, client_id=tenant, scopes=[]))

@@ -110,18 +110,9 @@ class AgentTools:
 
     # -- code -------------------------------------------------------------------------------------
 
-    def _root(self, repo: str | None) -> Path:
-        if not repo:
-            return self.roots[0]
-        for root in self.roots:
-            if repo in (str(root), root.name):
-                return root
-        names = ", ".join(r.name for r in self.roots)
-        raise UsageError(f"repo {repo!r} is not one this server reads; use one of: {names}")
-
     def select_code(self, intent: str, budget: int | None = None, repo: str | None = None) -> str:
         """The diamond selection for `intent` as text: files, chunk ids, bodies and skeletons."""
-        return self.workspace.select(intent, budget or self.settings.budget, repo=self._root(repo)).text()
+        return self.workspace.select(intent, budget or self.settings.budget, repo=repo).text()
 
     def code_evidence(
         self,
@@ -138,11 +129,11 @@ class AgentTools:
                 raise UsageError(f"view {view!r}: use one of {', '.join(PCR_VIEWS)}")
             needs = "".join(f"<need>\nref: {ref.strip()}\nview: {view}\n</need>\n" for ref in refs)
             request = f"<pcr>\n{needs}</pcr>\n"
-        return self.workspace.evidence(request, repo=self._root(repo))
+        return self.workspace.evidence(request, repo=repo)
 
     def outline(self, path: str, repo: str | None = None) -> str:
         """A file's chunks: id, kind and lines, in order (the ids edits and evidence take)."""
-        return self.workspace.outline(path, repo=self._root(repo))
+        return self.workspace.outline(path, repo=repo)
 
     def index_status(self) -> str:
         """What the index holds for the repositories: files, chunks, languages, skipped files."""

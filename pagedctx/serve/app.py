@@ -20,9 +20,9 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -32,8 +32,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from pagedctx.errors import PagedctxError
-from pagedctx.serve.guard import RateLimiter, TokenGuard
-from pagedctx.serve.openai_types import ChatRequest, ServeError, chunk, completion, completion_id, error_body
+from pagedctx.serve.guard import BearerGuard, RateLimiter
+from pagedctx.serve.openai_types import (
+    ChatRequest,
+    ServeError,
+    chunk,
+    completion,
+    completion_id,
+    error_body,
+    model_list,
+)
 from pagedctx.serve.service import ChatService, Reply, refused
 from pagedctx.serve.settings import ServeSettings
 
@@ -50,15 +58,16 @@ _M = TypeVar("_M", bound=BaseModel)
 
 class _Installed:
     service: ChatService | None = None
-    guard: TokenGuard | None = None
+    guard: BearerGuard | None = None
     limiter: RateLimiter | None = None
 
 
 def install(service: ChatService) -> None:
     """Make `service` the one this process's app answers with (one per replica process)."""
     _Installed.service = service
-    _Installed.guard = TokenGuard(service.settings.tokens)
-    _Installed.limiter = RateLimiter(service.settings.requests_per_minute, service.settings.replicas)
+    settings = service.settings
+    _Installed.guard = BearerGuard(settings.tokens)
+    _Installed.limiter = RateLimiter(settings.requests_per_minute, settings.replicas, settings.store)
 
 
 def _service() -> ChatService:
@@ -67,13 +76,19 @@ def _service() -> ChatService:
     return _Installed.service
 
 
-def _tenant(request: Request) -> str:
-    if _Installed.guard is None or _Installed.limiter is None:
+async def _caller(request: Request) -> str:
+    """The route dependency: the caller's tenant (401 without a known token), counted against
+    its rate limit (429 over it)."""
+    guard, limiter = _Installed.guard, _Installed.limiter
+    if guard is None or limiter is None:
         _service()  # says the server is starting
-    assert _Installed.guard is not None and _Installed.limiter is not None
-    tenant = _Installed.guard.tenant(request.headers.get("authorization"))
-    _Installed.limiter.check(tenant)
+    assert guard is not None and limiter is not None
+    tenant = await guard(request)
+    await run_in_threadpool(limiter.check, tenant)  # a shared limit is a Redis round trip
     return tenant
+
+
+Tenant = Annotated[str, Depends(_caller)]
 
 
 def _media_type(request: Request) -> None:
@@ -252,15 +267,12 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
         return {"status": "ok", "model": _service().model_id}
 
     @app.get("/v1/models")
-    async def models(request: Request) -> dict[str, Any]:
-        _tenant(request)
+    async def models(_: Tenant) -> dict[str, Any]:
         service = _service()
-        card = {"id": service.model_id, "object": "model", "created": service.created, "owned_by": "pagedctx"}
-        return {"object": "list", "data": [card]}
+        return model_list(service.model_id, service.created)
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Response:
-        tenant = _tenant(request)
+    async def chat(request: Request, tenant: Tenant) -> Response:
         service = _service()
         asked = _parsed(ChatRequest, await _body(request, service.settings))
         sid = service.session_id(request.headers.get(SESSION_HEADER), asked.user)
@@ -289,31 +301,30 @@ def create_app() -> FastAPI:  # noqa: C901 - the routes, read in one place
         return JSONResponse(body, headers=headers, background=later)
 
     @app.get("/v1/sessions/{sid}")
-    async def session(sid: str, request: Request) -> dict[str, Any]:
-        return await run_in_threadpool(_service().summary, _tenant(request), sid)
+    async def session(sid: str, tenant: Tenant) -> dict[str, Any]:
+        return await run_in_threadpool(_service().summary, tenant, sid)
 
     @app.get("/v1/sessions/{sid}/context")
-    async def context(sid: str, request: Request) -> Response:
-        xml = await run_in_threadpool(_service().context, _tenant(request), sid)
+    async def context(sid: str, tenant: Tenant) -> Response:
+        xml = await run_in_threadpool(_service().context, tenant, sid)
         return Response(xml, media_type="application/xml")
 
     @app.get("/v1/sessions/{sid}/trace")
-    async def trace(sid: str, request: Request) -> Response:
-        lines = await run_in_threadpool(_service().trace, _tenant(request), sid)
+    async def trace(sid: str, tenant: Tenant) -> Response:
+        lines = await run_in_threadpool(_service().trace, tenant, sid)
         return PlainTextResponse("".join(line + "\n" for line in lines), media_type="application/x-ndjson")
 
     @app.get("/v1/sessions/{sid}/view")
-    async def view(sid: str, request: Request) -> Response:
-        html = await run_in_threadpool(_service().view, _tenant(request), sid)
+    async def view(sid: str, tenant: Tenant) -> Response:
+        html = await run_in_threadpool(_service().view, tenant, sid)
         return Response(html, media_type="text/html")
 
     @app.delete("/v1/sessions/{sid}")
-    async def delete(sid: str, request: Request) -> dict[str, Any]:
-        return await run_in_threadpool(_service().delete, _tenant(request), sid)
+    async def delete(sid: str, tenant: Tenant) -> dict[str, Any]:
+        return await run_in_threadpool(_service().delete, tenant, sid)
 
     @app.post("/v1/sessions/{sid}/sources")
-    async def sources(sid: str, request: Request) -> dict[str, Any]:
-        tenant = _tenant(request)
+    async def sources(sid: str, request: Request, tenant: Tenant) -> dict[str, Any]:
         service = _service()
         source = _parsed(_Source, await _body(request, service.settings))
         return await run_in_threadpool(service.add_source, tenant, sid, source.kind, source.path)

@@ -2,8 +2,10 @@
 
 Requests keep unknown fields (`temperature`, `top_p`, ...: accepted and ignored, as other
 OpenAI-compatible servers do); a `pagedctx` object (`extra_body={"pagedctx": {...}}` in the SDK)
-sets the budget and the rounds of one request. Responses carry an extra `pagedctx` field (the
-session, the pages the answer cites, the context tokens); clients ignore fields they do not know.
+sets the budget and the rounds of one request. Responses are the `openai` package's own types
+(`ChatCompletion`, `ChatCompletionChunk`, `Model`, `CompletionUsage`), dumped with only the fields
+set; they carry an extra `pagedctx` field (the session, the pages the answer cites, the context
+tokens), which the types keep as an extra field and clients ignore.
 """
 
 from __future__ import annotations
@@ -12,21 +14,29 @@ import time
 import uuid
 from typing import Any, Literal
 
+from openai.types import CompletionUsage, Model
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
+from openai.types.chat.chat_completion_chunk import ChoiceDelta
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ChatMessage",
     "ChatRequest",
     "ErrorBody",
+    "FinishReason",
     "PagedctxOptions",
     "ServeError",
     "chunk",
     "completion",
     "completion_id",
     "error_body",
+    "model_list",
 ]
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+FinishReason = Literal["stop", "length"]  # the finish reasons this server gives
 
 
 class ServeError(Exception):
@@ -122,33 +132,31 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
+def _usage(usage: dict[str, int] | None) -> CompletionUsage | None:
+    return None if usage is None else CompletionUsage.model_validate(usage)
+
+
 def completion(
     *,
     ident: str,
     model: str,
     content: str,
-    finish_reason: str,
+    finish_reason: FinishReason,
     usage: dict[str, int],
     extra: dict[str, Any],
     created: int | None = None,
 ) -> dict[str, Any]:
-    """A `chat.completion` object."""
-    return {
-        "id": ident,
-        "object": "chat.completion",
-        "created": created or int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": usage,
-        "pagedctx": extra,
-    }
+    """A `chat.completion` object (the `openai` package's `ChatCompletion`, with `pagedctx`)."""
+    message = ChatCompletionMessage(role="assistant", content=content, refusal=None)
+    return ChatCompletion(
+        id=ident,
+        object="chat.completion",
+        created=created or int(time.time()),
+        model=model,
+        choices=[Choice(index=0, message=message, logprobs=None, finish_reason=finish_reason)],
+        usage=_usage(usage),
+        pagedctx=extra,  # an extra field: clients ignore what they do not know
+    ).to_dict()
 
 
 def chunk(
@@ -157,22 +165,30 @@ def chunk(
     model: str,
     created: int,
     delta: dict[str, Any] | None = None,
-    finish_reason: str | None = None,
+    finish_reason: FinishReason | None = None,
     usage: dict[str, int] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A `chat.completion.chunk` object; with `usage` and no delta, the final usage chunk."""
-    out: dict[str, Any] = {
-        "id": ident,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": []
+    """A `chat.completion.chunk` object (the `openai` package's `ChatCompletionChunk`); with
+    `usage` and no delta, the final usage chunk; `extra` as its `pagedctx` field."""
+    choices = (
+        []
         if delta is None
-        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-    }
+        else [
+            ChunkChoice(
+                index=0, delta=ChoiceDelta.model_validate(delta), logprobs=None, finish_reason=finish_reason
+            )
+        ]
+    )
+    fields: dict[str, Any] = {} if extra is None else {"pagedctx": extra}
     if usage is not None:
-        out["usage"] = usage
-    if extra is not None:
-        out["pagedctx"] = extra
-    return out
+        fields["usage"] = _usage(usage)
+    return ChatCompletionChunk(
+        id=ident, object="chat.completion.chunk", created=created, model=model, choices=choices, **fields
+    ).to_dict()
+
+
+def model_list(model: str, created: int) -> dict[str, Any]:
+    """`GET /v1/models`: a list of one `Model` (the `openai` package's), the model served here."""
+    card = Model(id=model, object="model", created=created, owned_by="pagedctx")
+    return {"object": "list", "data": [card.to_dict()]}

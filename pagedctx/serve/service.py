@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pagedctx.config import Config
 from pagedctx.errors import BudgetError, ConfigError, PagedctxError, StoreError, UsageError
 from pagedctx.serve.history import reconcile
-from pagedctx.serve.openai_types import ChatRequest, PagedctxOptions, ServeError
+from pagedctx.serve.openai_types import ChatRequest, FinishReason, PagedctxOptions, ServeError
 from pagedctx.serve.settings import ServeSettings
 from pagedctx.session import Session
 
@@ -77,7 +77,7 @@ class Reply:
 
     session_id: str
     answer: str
-    finish_reason: str
+    finish_reason: FinishReason
     usage: dict[str, int]
     extra: dict[str, Any] = field(default_factory=dict)
     consolidate: bool = False  # run the Consolidator in the background after the reply
@@ -248,7 +248,7 @@ class ChatService:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     @staticmethod
-    def _retried(session: Session, turns: list[tuple[str, str]], fingerprint: str) -> str | None:
+    def _retried(session: Session, turns: list[tuple[str, str]], fingerprint: str) -> FinishReason | None:
         """The finish reason of the last request answered when this request is that one again
         (same fingerprint, and the session unchanged since its answer), else None."""
         raw = session.note(LAST_REQUEST)
@@ -264,7 +264,7 @@ class ChatService:
             or last.get("turns") != len(turns)
         ):
             return None
-        return str(last.get("finish") or "stop")
+        return "length" if last.get("finish") == "length" else "stop"
 
     def _exchange(self, session: Session, sid: str, exchange: _Exchange, request: ChatRequest) -> Reply:
         """The new turns, the ask and the answer turn, in one store transaction."""
@@ -277,12 +277,13 @@ class ChatService:
             session.set_note(LAST_REQUEST, json.dumps(note))
         return self._reply(sid, answer=answer, finish=finish, result=result, new_turns=len(exchange.new))
 
-    def _delivered(self, result: Any, sid: str, request: ChatRequest) -> tuple[str, str]:
+    def _delivered(self, result: Any, sid: str, request: ChatRequest) -> tuple[str, FinishReason]:
         """The answer as the client gets it (and the session keeps it: its next whole-history
         request sends it back), cut to `max_completion_tokens` / `max_tokens`, and why it ended."""
         from pagedctx.protocol.text import clean_text
 
-        answer, finish = clean_text(result.answer or "").strip(), "stop"
+        answer = clean_text(result.answer or "").strip()
+        finish: FinishReason = "stop"
         if not answer:
             answer = NO_ANSWER.format(policy=self.policy, rounds=len(result.rounds), sid=sid)
             finish = "length"
@@ -296,7 +297,7 @@ class ChatService:
         sid: str,
         *,
         answer: str,
-        finish: str,
+        finish: FinishReason,
         result: Any,
         new_turns: int,
         replayed: bool = False,

@@ -7,7 +7,7 @@ serve:
   max_body_bytes: 8388608              # 413 above this
   body_timeout_seconds: 30             # 408 when a request body takes longer to arrive
   max_messages: 10000                  # 413 above this many messages in one request
-  requests_per_minute: 600             # per token (each replica enforces its share); 429 above
+  requests_per_minute: 600             # per token (shared on a Redis store, else each replica's share)
   max_rounds: 6                        # PCP rounds per request
   lock_wait_seconds: 60                # how long a request waits for its session's lock
   trace: true                          # keep every session's round events (GET .../trace, .../view)
@@ -26,21 +26,11 @@ from pydantic import ValidationError
 
 from pagedctx.config import ServeSettings, is_loopback
 from pagedctx.errors import ConfigError, UsageError
+from pagedctx.serve.guard import read_tokens
 
 __all__ = ["TOKENS_ENV", "ServeSettings", "is_loopback", "serve_settings"]
 
 TOKENS_ENV = "PAGEDCTX_SERVE_TOKENS"
-
-
-def _tokens_from(env: Mapping[str, str], token_file: Path | None) -> list[str]:
-    tokens = [t.strip() for t in env.get(TOKENS_ENV, "").split(",") if t.strip()]
-    if token_file is not None:
-        try:
-            text = token_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read token file {token_file}: {exc.strerror or exc}") from exc
-        tokens += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    return tokens
 
 
 def serve_settings(
@@ -57,9 +47,6 @@ def serve_settings(
     env = os.environ if environ is None else environ
     given = section.model_dump(exclude_unset=True) if isinstance(section, ServeSettings) else dict(section)
     merged: dict[str, Any] = {**given, **{k: v for k, v in flags.items() if v is not None}}
-    extra = _tokens_from(env, token_file)
-    if extra:
-        merged["tokens"] = [*merged.get("tokens", ()), *extra]
     try:
         settings = ServeSettings.model_validate(merged)
     except ValidationError as exc:
@@ -67,8 +54,10 @@ def serve_settings(
         raise ConfigError(
             f"invalid serve settings ({problems}); fix the profile's serve: section or the flags"
         ) from exc
-    if any(len(t) < 8 for t in settings.tokens):
-        raise ConfigError("serve tokens must be at least 8 characters long")
+    tokens = read_tokens(
+        TOKENS_ENV, environ=env, token_file=token_file, configured=settings.tokens, config_key="serve.tokens"
+    )
+    settings = settings.model_copy(update={"tokens": tokens})
     if not is_loopback(settings.host) and not settings.tokens:
         raise UsageError(
             f"refusing to serve on {settings.host} without a bearer token: anyone who reaches it could "

@@ -182,28 +182,42 @@ class Index:
         return [PBlock.model_validate_json(raw) for raw in self.store.hmget(keys.BLOCKS, handles) if raw]
 
     def status(self) -> IndexStatus:
-        """What the store holds now."""
+        """What the store holds now; seen `within` some roots, what it holds under them (their
+        files, chunks, skipped files, roots and settings)."""
         meta = self._meta()
         # Counted from the file records, not the index meta's totals: after an update was killed
         # midway the records are the truth and the totals are stale.
         languages: dict[str, LanguageStats] = {}
-        for raw in self.store.hgetall(keys.FILES).values():
+        for path, raw in self.store.hgetall(keys.FILES).items():
+            if not self.in_scope(path):
+                continue
             record = FileMeta.model_validate_json(raw)
             stats = languages.setdefault(record.language, LanguageStats())
             stats.files += 1
             stats.chunks += len(record.chunk_ids)
             stats.lines += record.lines
+        skipped = {p: json.loads(r) for p, r in self.store.hgetall(keys.SKIPPED).items() if self.in_scope(p)}
+        roots = [r for r in meta.roots if not self.scope or r in self.scope]  # index paths
         return IndexStatus(
             store=self.store.url,
             base=meta.base,
-            roots=meta.roots,
+            roots=roots,
             files=sum(s.files for s in languages.values()),
             chunks=sum(s.chunks for s in languages.values()),
             languages=dict(sorted(languages.items())),
-            skipped=skipped_files({p: json.loads(r) for p, r in self.store.hgetall(keys.SKIPPED).items()}),
+            skipped=skipped_files(skipped),
             last_update=meta.last_update,
-            settings=dict(sorted(meta.settings.items())),
+            settings=dict(
+                sorted((r, s) for r, s in meta.settings.items() if self._root_in_scope(r, meta.base))
+            ),
         )
+
+    def _root_in_scope(self, root: str, base: str | None) -> bool:
+        """Whether a root named by its absolute folder (as `settings` keys are) is in the scope."""
+        if not self.scope:
+            return True
+        path, top = Path(root), Path(base or ".")
+        return path.is_relative_to(top) and rel_or_dot(path, top) in self.scope
 
     def meta(self) -> IndexMeta:
         """The index's own record: base, roots, settings, tree handles, totals, generation."""
