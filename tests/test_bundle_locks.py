@@ -121,3 +121,18 @@ def test_a_writer_killed_with_sigkill_lets_the_next_opener_cut_its_unfinished_as
     finally:
         third.close()
         fourth.close()
+
+
+def test_a_bundle_written_with_an_empty_writers_file_opens_and_heals(tmp_path: Path) -> None:
+    """P15: a bundle written before the writers' lock was a SQLite file (`.writers` empty, as a
+    flock left it) is opened as before and its unfinished rounds are cut off."""
+    folder = tmp_path / "bundle"
+    BundleRecorder.open(folder, session="s1", config={}).close()
+    (folder / ".writers").write_bytes(b"")
+    with (folder / "trace.jsonl").open("a") as handle:
+        handle.write('{"an ask": "cut off"}\n')
+    recorder = BundleRecorder.open(folder, session="s1", config={})
+    try:
+        assert recorder.healed == ("trace.jsonl",)
+    finally:
+        recorder.close()
