@@ -778,6 +778,53 @@ def test_redis_lock_keys_expire_and_stay_out_of_scan_keys(redis_url: str) -> Non
 
 
 @pytest.mark.integration
+def test_redis_lock_between_processes_and_after_a_sigkill(redis_url: str) -> None:
+    """S4, issue 33: a Redis lock held by another process (named in the error, its key expiring after
+    the ttl) is refused; once that process is killed with SIGKILL, its lock is taken over at once (its
+    owner process is gone from this host), long before the ttl passes."""
+    code = (
+        "from pagedctx.host.store.redis import RedisStore\n"
+        "s = RedisStore(sys.argv[1])\n"
+        "with s.lock('index', ttl_seconds=600):\n"
+        "    print('locked', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    child = _child(code, redis_url, stdin=subprocess.PIPE)
+    try:
+        with RedisStore(redis_url) as parent:
+            _wait_line(child, "locked")
+            assert 590_000 < parent.client.pttl(LOCK_PREFIX + "index") <= 600_000
+            with pytest.raises(StoreError, match=f":{child.pid}:"), parent.lock("index", ttl_seconds=60):
+                pass
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+            started = time.monotonic()
+            with parent.lock("index", ttl_seconds=60):
+                holder = parent.client.get(LOCK_PREFIX + "index")
+                assert isinstance(holder, str) and f":{os.getpid()}:" in holder
+            assert time.monotonic() - started < 2
+            assert parent.client.exists(LOCK_PREFIX + "index") == 0  # released at the end of the block
+    finally:
+        _reap(child)
+
+
+@pytest.mark.integration
+def test_redis_lock_of_another_host_lapses_by_its_expiry(redis_url: str) -> None:
+    """S4, issue 33: a holder on another host cannot be seen to die; its lock key expires after its
+    ttl and is then taken (a waiter waits for that, telling `on_wait` once)."""
+    with RedisStore(redis_url) as store:
+        store.client.set(LOCK_PREFIX + "index", "elsewhere:1:cafe", px=700)
+        with pytest.raises(StoreError, match="held by elsewhere:1:cafe until"), store.lock("index", 60):
+            pass
+        said: list[str] = []
+        started = time.monotonic()
+        with store.lock("index", 60, wait_seconds=30, on_wait=said.append):
+            assert store.client.get(LOCK_PREFIX + "index") != "elsewhere:1:cafe"
+        assert 0.3 < time.monotonic() - started < 10
+        assert len(said) == 1 and "elsewhere:1:cafe" in said[0]
+
+
+@pytest.mark.integration
 def test_redis_authentication_errors_are_store_errors_without_the_password(redis_url: str) -> None:
     """A server that wants a password: no password and a wrong one both give StoreError naming the fix;
     the password never appears in the message."""

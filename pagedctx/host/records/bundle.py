@@ -15,13 +15,16 @@ BUNDLE/
 A session opened with `bundle=DIR` records itself: every call that changes it (`add_*`, `ask`,
 each merge `consolidate` applies) appends a step after it succeeded, with the readings of the
 session's clock taken since the step before, and rewrites the manifest atomically under a file
-lock (a server's requests and its background merges are separate `Session` objects on one folder).
+lock (filelock's `FileLock` on `.lock`; a server's requests and its background merges are separate
+`Session` objects on one folder).
 A bundle is whole whenever its manifest exists: the manifest is the commit. It holds the sizes of
 the trace, contexts and calls files when it was written, and readers (`committed`) read no further,
 so the rounds of an ask whose process was killed before its step was written (a server killed
 mid-request), a half-written last line included, are not part of the bundle. The next writer cuts
 them off (`BundleRecorder.open`, when no other live process has the bundle open: each writer holds
-a shared lock on `.writers` while it lives, and healing takes it exclusively). Replaying one
+a read lock on `.writers` while it lives, and healing takes it for writing: filelock's
+`ReadWriteLock`, SQLite's shared and exclusive locks on that file). The kernel frees both locks of
+a process that dies. Replaying one
 (pagedctx/replay/verify.py) opens a session on a private store and runs the steps again, the clock
 giving back each step's readings.
 
@@ -33,7 +36,6 @@ refuses the other kind with a UsageError.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -44,6 +46,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+from filelock import FileLock, ReadWriteLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pagedctx.errors import UsageError
@@ -422,14 +425,11 @@ def _validated(model: type[_M], path: Path, data: Any) -> _M:
 
 @contextmanager
 def bundle_lock(folder: Path) -> Iterator[None]:
-    """The bundle's file lock: every writer of a bundle (a server's Session objects, an evolve run)
-    reads and rewrites its manifest under it."""
-    with (folder / ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """The bundle's file lock (`.lock`, waited for as long as it is held; freed by the kernel when
+    its holder dies): every writer of a bundle (a server's Session objects, an evolve run) reads and
+    rewrites its manifest under it."""
+    with FileLock(folder / ".lock", fallback_to_soft=False):
+        yield
 
 
 def write_manifest(folder: Path, manifest: BaseModel) -> None:
@@ -502,27 +502,37 @@ class BundleRecorder:
         self.folder = folder
         self.copy_sources = copy_sources
         self._manifest = manifest
-        self._writers: Any = None  # the shared lock on .writers, held while this recorder lives
+        self._writers: ReadWriteLock | None = None  # read-held on .writers while this recorder lives
         self.healed: tuple[str, ...] = ()  # the record files cut back when it was opened
 
     def _register(self) -> None:
-        """Hold a shared lock on `.writers` for this recorder's life; first, when no live process
-        holds one, cut off what a writer killed mid-ask left (module docstring)."""
-        handle = (self.folder / ".writers").open("a")
+        """Hold `.writers` for reading for this recorder's life; first, when no live process holds
+        it, cut off what a writer killed mid-ask left (module docstring)."""
+        writers = ReadWriteLock(self.folder / ".writers", is_singleton=False)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # others write now: their unfinished asks are theirs
-        else:
-            with self._locked():
-                manifest = load_manifest(self.folder)
-                step = _heal(self.folder, manifest)
-                if step is not None:  # marked: the store may hold what the unfinished ask changed
-                    self.healed = step.cut
-                    steps, now = (*manifest.steps, step), datetime.now(UTC)
-                    self._write(manifest.model_copy(update={"steps": steps, "updated": now}))
-        fcntl.flock(handle, fcntl.LOCK_SH)
-        self._writers = handle
+            try:
+                writers.acquire_write(blocking=False)
+            except Timeout:
+                pass  # others write now: their unfinished asks are theirs
+            else:
+                try:
+                    self._heal()
+                finally:
+                    writers.release()
+            writers.acquire_read()
+        except BaseException:
+            writers.close()
+            raise
+        self._writers = writers
+
+    def _heal(self) -> None:
+        with self._locked():
+            manifest = load_manifest(self.folder)
+            step = _heal(self.folder, manifest)
+            if step is not None:  # marked: the store may hold what the unfinished ask changed
+                self.healed = step.cut
+                steps, now = (*manifest.steps, step), datetime.now(UTC)
+                self._write(manifest.model_copy(update={"steps": steps, "updated": now}))
 
     def close(self) -> None:
         """Let go of the bundle (its `.writers` lock)."""

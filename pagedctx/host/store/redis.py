@@ -2,8 +2,9 @@
 
 Strings, hashes and sets are Redis strings, hashes and sets with the same names (`sys/chunks` is a
 real Redis hash, `sys/idx/sym/foo` a real set), so other tools can read the index (S4). `batch()` is a
-MULTI/EXEC pipeline sent when the block exits cleanly and discarded on an exception. Locks are keys
-`pagedctx/lock/{name}` (`SET NX PX`, released by a compare-and-delete script); `scan_keys` skips them.
+MULTI/EXEC pipeline sent when the block exits cleanly and discarded on an exception. Locks are
+redis-py's `Lock` on keys `pagedctx/lock/{name}` (`SET NX PX` with the owner as its token, released by
+its compare-and-delete script); `scan_keys` skips them.
 
 The client connects lazily: opening a store does not touch the server, the first call does. Every
 redis-py exception (connection refused, timeout, authentication, a server error) leaves through one
@@ -19,7 +20,7 @@ import builtins
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,14 +37,6 @@ _SCAN_COUNT = 1000
 _SOCKET_TIMEOUT_SECONDS = 30.0
 _CONNECT_TIMEOUT_SECONDS = 5.0
 _GLOB_SPECIAL = frozenset("\\*?[]")
-
-# KEYS[1] = lock key, ARGV[1] = owner: delete only while we still own it.
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
-end
-return 0
-"""
 
 
 def glob_escape(text: str) -> str:
@@ -181,7 +174,6 @@ class RedisStore:
                 raise UsageError(
                     f"bad Redis store URL {_redacted(url)} ({exc}); use redis://host:port/db"
                 ) from exc
-            self._release = self._client.register_script(_RELEASE)
 
     def __reduce__(self) -> tuple[type[RedisStore], tuple[str]]:
         """Pickled as its URL: a copy in another process (a Ray actor) opens its own connection."""
@@ -309,28 +301,31 @@ class RedisStore:
         wait_seconds: float = 0.0,
         on_wait: Callable[[str], None] | None = None,
     ) -> Iterator[None]:
-        """An advisory lock (`SET NX PX`).
+        """An advisory lock: redis-py's `Lock` on `pagedctx/lock/{name}`, its token the owner
+        (`hostname:pid:random`), expiring after `ttl_seconds`.
 
         When another live owner holds it: wait up to `wait_seconds` (0: raise at once), telling
-        `on_wait` once, then raise StoreError naming the holder. Nothing is held while waiting.
+        `on_wait` once, then raise StoreError naming the holder. Nothing is held while waiting. A
+        holder whose process died on this host is released at once.
         """
         if ttl_seconds <= 0:
             raise StoreError(f"lock '{name}': ttl_seconds must be positive, got {ttl_seconds}")
         key = LOCK_PREFIX + name
         owner = lock_owner()
-        ttl_ms = max(1, round(ttl_seconds * 1000))
+        held = self._client.lock(key, timeout=max(ttl_seconds, 0.001), thread_local=False)
 
         def attempt() -> tuple[str, float] | None:
             with self._errors(f"lock '{name}'"):
                 for _ in range(5):  # the holder may release between our SET and our GET: try again
-                    if self._client.set(key, owner, nx=True, px=ttl_ms):
+                    if held.acquire(blocking=False, token=owner):
                         return None
                     pipe = self._client.pipeline(transaction=True)
                     pipe.get(key)
                     pipe.pttl(key)
                     holder, remaining_ms = pipe.execute()
                     if holder is not None and owner_is_gone(holder):
-                        self._release(keys=[key], args=[holder])  # its process died on this host
+                        with suppress(redis.exceptions.LockNotOwnedError):  # another took it over first
+                            held.do_release(holder)  # its process died on this host
                         continue
                     if holder is not None and remaining_ms is not None and remaining_ms > 0:
                         return str(holder), time.time() + remaining_ms / 1000
@@ -340,8 +335,8 @@ class RedisStore:
         try:
             yield
         finally:
-            with self._errors(f"unlock '{name}'"):
-                self._release(keys=[key], args=[owner])
+            with self._errors(f"unlock '{name}'"), suppress(redis.exceptions.LockNotOwnedError):
+                held.release()  # not owned any more: it expired and another owner may hold it now
 
     def close(self) -> None:
         with self._errors("close"):
