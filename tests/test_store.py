@@ -954,7 +954,7 @@ def test_a_lock_whose_process_died_is_taken_over(store: Store) -> None:
     import sys
     import time
 
-    from pagedctx.host.store.sqlite import owner_is_gone
+    from pagedctx.host.store.locking import owner_is_gone
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True

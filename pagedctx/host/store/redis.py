@@ -28,7 +28,7 @@ import redis
 import redis.exceptions
 
 from pagedctx.errors import StoreError, UsageError
-from pagedctx.host.store.sqlite import acquire_waiting, lock_owner, owner_is_gone
+from pagedctx.host.store.locking import acquire_waiting, lock_owner, owner_is_gone
 
 __all__ = ["LOCK_PREFIX", "RedisBatch", "RedisStore", "glob_escape"]
 
