@@ -253,24 +253,16 @@ class Engine:
 
         return Index(store, tokenizer=self.config.tokenizer)
 
-    def open_index(self, url: str | None = None) -> Index:
-        """The code index of the profile's store (or the one at `url`), with its own connection."""
-        from pagedctx.host.ingest.index import Index
-
-        return Index.open(url or self.config.store_url, tokenizer=self.config.tokenizer)
-
     # -- roles ---------------------------------------------------------------------------------
 
     def serve_models(self, specs: Iterable[RoleSpec] | None = None) -> None:
         """The profile's llama.cpp servers these role specs reach (default: every role's), answering:
         found running and left alone, or started here and stopped when this process ends."""
-        plan_section = self.config.models.llama_cpp
-        if plan_section is None:
-            return
         from pagedctx.actors.llama_server import ensure_servers, llama_plan, servers_reached
 
         plan = llama_plan(self.config.models)
-        assert plan is not None
+        if plan is None:
+            return
         chosen = self.roles.all() if specs is None else list(specs)
         urls = [spec.base_url for spec in chosen if spec.backend == "openai"]
         names = servers_reached(plan, urls)

@@ -39,7 +39,7 @@ def pcr(
     text = _read_request(request_file)
     if repo is not None and not repo.is_dir():
         raise UsageError(f"--repo {repo} is not a directory")
-    workspace = Workspace(Engine.open(store=store), [repo] if repo is not None else [])
-    output = workspace.evidence(text)  # from ROOT alone: the store may hold other repositories
+    with Workspace(Engine.open(store=store), [repo] if repo is not None else []) as workspace:
+        output = workspace.evidence(text)  # from ROOT alone: the store may hold other repositories
     sys.stdout.write(output)
     sys.stdout.flush()
