@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pagedctx.host.roles.transport import Router
     from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest, Worker
     from pagedctx.host.session.setup import Prepared
+    from pagedctx.host.text.intent import Intent
     from pagedctx.pages import SessionState
     from pagedctx.protocol.budget import Budget
     from pagedctx.protocol.tokens import CachedCounter
@@ -588,7 +589,7 @@ class Session:
     ) -> SessionResult:
         """`ask`, `look` (`moves=()`: nobody acts) and `zoom` (`moves`: the agent's, on the latest
         intent, not a new ask)."""
-        from pagedctx.protocol.text import clean_text
+        from pagedctx.host.text.intent import Intent
 
         self._check_open()
         chosen_budget = self._engine.budget(budget)  # the one Budget of this ask, made here
@@ -597,7 +598,8 @@ class Session:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
         if merges not in ("inline", "deferred"):
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
-        text = clean_text(intent)
+        asked = Intent.asked(intent)  # the one Intent of this ask, made here (cleaned once)
+        text = asked.original
         # The agent's own moves are the Worker's output of the round (in this process: no role acts).
         runtime = self._engine.runtime() if moves is None else "inproc"
         given = (
@@ -607,12 +609,12 @@ class Session:
         )
         sink = self._bundle_sink()
         recorded: dict[str, Any] = {
-            "intent": intent, "budget": budget, "max_rounds": max_rounds, "merges": merges,
+            "intent": text, "budget": budget, "max_rounds": max_rounds, "merges": merges,
             "moves": moves, "zoom": zoom,
         }  # fmt: skip
         try:
             result, prepared, counter = self._run(
-                text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
+                asked, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
                 worker_output=given, route=not zoom,
             )  # fmt: skip
         except PagedctxError as exc:
@@ -765,7 +767,7 @@ class Session:
 
     def _run(
         self,
-        intent: str,
+        intent: Intent,
         budget: Budget,
         max_rounds: int,
         trace: str | Path | TraceSink | None,

@@ -235,7 +235,7 @@ class Workspace:
         from pagedctx.host.select import select_context
         from pagedctx.host.select.catalog_cache import load_catalog
         from pagedctx.host.select.file_parts import CollectedParts
-        from pagedctx.protocol.text import clean_text
+        from pagedctx.host.text.intent import Intent
 
         chosen = self._selection_policy(policy or self.engine.config.policy)
         index = self.index()
@@ -246,9 +246,9 @@ class Workspace:
             load_catalog(index, parts=parts.parts)
         index.require()
         scope = index.scope_of([root]) if root is not None else ()
-        text = clean_text(intent)
-        selection = select_context(index, text, self.engine.budget(budget), scope=scope, policy=chosen)
-        return Selected(selection=selection, index=index, intent=text, repo=root)
+        asked = Intent.asked(intent)  # the one Intent of this selection, made here (cleaned once)
+        selection = select_context(index, asked, self.engine.budget(budget), scope=scope, policy=chosen)
+        return Selected(selection=selection, index=index, intent=asked.original, repo=root)
 
     def _selection_policy(self, name: str) -> Any:
         from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy
