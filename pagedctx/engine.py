@@ -24,6 +24,7 @@ because starting Ray costs 10-13 s where a baseline session takes about a second
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -51,7 +52,16 @@ if TYPE_CHECKING:
     from pagedctx.protocol.budget import Budget
     from pagedctx.protocol.tokens import CachedCounter
 
-__all__ = ["Clock", "Engine", "Runtime", "fixed_clock", "parse_budget", "parse_clock", "resolve_runtime"]
+__all__ = [
+    "Clock",
+    "Engine",
+    "Runtime",
+    "fixed_clock",
+    "parse_budget",
+    "parse_budget_or_share",
+    "parse_clock",
+    "resolve_runtime",
+]
 
 Runtime = Literal["auto", "ray", "inproc"]
 Job = TypeVar("Job")
@@ -99,6 +109,28 @@ def parse_budget(value: object) -> int | None:
     if number < 1:
         raise UsageError(f"budget must be a positive number of tokens, not {number}")
     return number
+
+
+def parse_budget_or_share(value: str | None, flag: str = "--budget") -> tuple[int | None, float | None]:
+    """A budget in tokens (`parse_budget`: `2000`, `"2k"`) or `P%`, a share of a recorded budget
+    (`"50%"`: half); (tokens, None), (None, share) or (None, None) when not given. Anything else is
+    a UsageError naming `flag` and saying what to write."""
+    if value is None:
+        return None, None
+    text = value.strip()
+    hint = f"{flag} {value!r}: give tokens (2000, or '2k') or a share of each recorded budget (50%)"
+    if not text.endswith("%"):
+        try:
+            return parse_budget(text), None
+        except UsageError:
+            raise UsageError(hint) from None
+    try:
+        share = float(text[:-1]) / 100
+    except ValueError:
+        raise UsageError(hint) from None
+    if not (share > 0 and math.isfinite(share)):
+        raise UsageError(f"{flag} {value!r} must be above 0")
+    return None, share
 
 
 def ray_cluster_running() -> bool:
@@ -253,24 +285,16 @@ class Engine:
 
         return Index(store, tokenizer=self.config.tokenizer)
 
-    def open_index(self, url: str | None = None) -> Index:
-        """The code index of the profile's store (or the one at `url`), with its own connection."""
-        from pagedctx.host.ingest.index import Index
-
-        return Index.open(url or self.config.store_url, tokenizer=self.config.tokenizer)
-
     # -- roles ---------------------------------------------------------------------------------
 
     def serve_models(self, specs: Iterable[RoleSpec] | None = None) -> None:
         """The profile's llama.cpp servers these role specs reach (default: every role's), answering:
         found running and left alone, or started here and stopped when this process ends."""
-        plan_section = self.config.models.llama_cpp
-        if plan_section is None:
-            return
         from pagedctx.actors.llama_server import ensure_servers, llama_plan, servers_reached
 
         plan = llama_plan(self.config.models)
-        assert plan is not None
+        if plan is None:
+            return
         chosen = self.roles.all() if specs is None else list(specs)
         urls = [spec.base_url for spec in chosen if spec.backend == "openai"]
         names = servers_reached(plan, urls)

@@ -24,11 +24,7 @@ def select(
     """Select the code for `intent` within `budget` tokens; with `repo`, index it first (only changed
     files re-parse; no lock when current) and select from it alone."""
     from pagedctx.engine import Engine
-    from pagedctx.errors import UsageError
     from pagedctx.workspace import Workspace
 
     engine = Engine.open(profile, store=store, budget=budget, policy=policy)
-    root = Path(repo) if repo is not None else None
-    if root is not None and not root.is_dir():
-        raise UsageError(f"--repo {root} is not a directory")
-    return Workspace(engine, [root] if root is not None else []).select(intent)
+    return Workspace(engine, [Path(repo)] if repo is not None else []).select(intent)

@@ -50,9 +50,11 @@ if TYPE_CHECKING:
     from pagedctx.engine import Engine
     from pagedctx.host.records.bundle import BundleRecorder, BundleSink, BundleStep
     from pagedctx.host.records.trace import TraceSink
-    from pagedctx.host.roles.consolidation import Pending
-    from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest
+    from pagedctx.host.roles.consolidation import Pending, Submit
+    from pagedctx.host.roles.transport import Router
+    from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest, Worker
     from pagedctx.host.session.setup import Prepared
+    from pagedctx.host.text.intent import Intent
     from pagedctx.pages import SessionState
     from pagedctx.protocol.budget import Budget
     from pagedctx.protocol.tokens import CachedCounter
@@ -111,9 +113,7 @@ class Session:
     ) -> None:
         from pagedctx.host.records.registry import SessionRegistry
 
-        chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
-        if not chosen or "/" in chosen or len(chosen) > 128:
-            raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
+        chosen = _session_id(session_id)
         if bundle is not None:
             from pagedctx.host.records.bundle import RecordingClock
 
@@ -175,13 +175,11 @@ class Session:
             )
         else:
             engine = engine.with_settings(store=store, budget=budget, runtime=runtime, clock=clock)
-        chosen = session_id if session_id is not None else uuid.uuid4().hex[:12]
+        chosen = _session_id(session_id)  # checked before a bundle is opened for it
         recorder = None
         if bundle is not None:
             from pagedctx.host.records.bundle import BundleRecorder
 
-            if not chosen or "/" in chosen or len(chosen) > 128:
-                raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
             recorder = BundleRecorder.open(
                 Path(bundle),
                 session=chosen,
@@ -591,7 +589,7 @@ class Session:
     ) -> SessionResult:
         """`ask`, `look` (`moves=()`: nobody acts) and `zoom` (`moves`: the agent's, on the latest
         intent, not a new ask)."""
-        from pagedctx.protocol.text import clean_text
+        from pagedctx.host.text.intent import Intent
 
         self._check_open()
         chosen_budget = self._engine.budget(budget)  # the one Budget of this ask, made here
@@ -600,7 +598,8 @@ class Session:
             raise UsageError(f"max_rounds must be at least 1, not {max_rounds}")
         if merges not in ("inline", "deferred"):
             raise UsageError(f"merges must be 'inline' or 'deferred', not {merges!r}")
-        text = clean_text(intent)
+        asked = Intent.asked(intent)  # the one Intent of this ask, made here (cleaned once)
+        text = asked.original
         # The agent's own moves are the Worker's output of the round (in this process: no role acts).
         runtime = self._engine.runtime() if moves is None else "inproc"
         given = (
@@ -610,12 +609,12 @@ class Session:
         )
         sink = self._bundle_sink()
         recorded: dict[str, Any] = {
-            "intent": intent, "budget": budget, "max_rounds": max_rounds, "merges": merges,
+            "intent": text, "budget": budget, "max_rounds": max_rounds, "merges": merges,
             "moves": moves, "zoom": zoom,
         }  # fmt: skip
         try:
             result, prepared, counter = self._run(
-                text, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
+                asked, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
                 worker_output=given, route=not zoom,
             )  # fmt: skip
         except PagedctxError as exc:
@@ -768,7 +767,7 @@ class Session:
 
     def _run(
         self,
-        intent: str,
+        intent: Intent,
         budget: Budget,
         max_rounds: int,
         trace: str | Path | TraceSink | None,
@@ -803,40 +802,43 @@ class Session:
             paged=paged,
             select_code=any(r not in self._record.selected for r in self._record.repos),
         )
-        engine = self._engine
-        worker: Any = engine.worker()
-        consolidator = engine.consolidator()
-        if worker_output is not None:  # the agent's moves (`look`, `zoom`): no role decides them
-            engine.end(worker)
-            worker = _GivenWorker(worker_output)
-        router = engine.router(prepared.blocks, StoreMemory(self._store))
-        parts = SessionParts(
-            blocks=prepared.blocks,
-            counter=counter,
-            clock=self._clock,
-            worker=worker,
-            block_roots=list(prepared.roots),
-            memory=StoreMemory(self._store),
-            trace=self._trace_sink(trace, bundle),
-            consolidate=in_process(consolidator) if inline else None,
-            router_role=router,
-            registry=self._registry,
-        )
         request = SessionRequest(
             session=self.id,
             intent=intent,
             budget=budget,
             max_rounds=max_rounds,
-            policy=engine.policy,
+            policy=self._engine.policy,
             history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
             route=route,
             instructions=self._config.instructions,
         )
+        sink = self._trace_sink(trace, bundle)
+
+        def parts(worker: Worker, router: Router, consolidate: Submit | None) -> SessionParts:
+            return SessionParts(
+                blocks=prepared.blocks,
+                counter=counter,
+                clock=self._clock,
+                worker=worker,
+                block_roots=list(prepared.roots),
+                memory=StoreMemory(self._store),
+                trace=sink,
+                consolidate=consolidate,
+                router_role=router,
+                registry=self._registry,
+            )
+
         if runtime == "ray":
-            result = self._on_ray(prepared, parts, request, inline=inline)
-        else:
-            result = run_rounds(prepared.state, request, parts)
-            engine.end(router, worker, consolidator)
+            return self._on_ray(prepared, parts, request, inline=inline), prepared, counter
+        engine = self._engine  # the roles in this process, built only here (Ray builds its own)
+        # The agent's moves (`look`, `zoom`) are the Worker's output: no Worker decides them.
+        worker = engine.worker() if worker_output is None else _GivenWorker(worker_output)
+        consolidator = engine.consolidator()
+        router = engine.router(prepared.blocks, StoreMemory(self._store))
+        result = run_rounds(
+            prepared.state, request, parts(worker, router, in_process(consolidator) if inline else None)
+        )
+        engine.end(router, worker, consolidator)
         return result, prepared, counter
 
     def _trace_sink(
@@ -856,16 +858,21 @@ class Session:
         return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)
 
     def _on_ray(
-        self, prepared: Prepared, parts: SessionParts, request: SessionRequest, *, inline: bool = True
+        self,
+        prepared: Prepared,
+        parts: Callable[[Worker, Router, Submit | None], SessionParts],
+        request: SessionRequest,
+        *,
+        inline: bool = True,
     ) -> RoundsResult:
         """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
         from pagedctx.host.session.loop import run_rounds
 
         roles = self._engine.ray_roles(prepared.blocks, request.session)
         try:
-            parts.router_role, parts.worker = roles, roles.step
-            parts.consolidate = roles.submit if inline else None
-            result = run_rounds(prepared.state, request, parts)
+            result = run_rounds(
+                prepared.state, request, parts(roles.step, roles, roles.submit if inline else None)
+            )
             roles.finish()
             return result
         finally:
@@ -906,6 +913,14 @@ class Session:
             policy=policy,
             runtime=runtime,
         )
+
+
+def _session_id(given: str | None) -> str:
+    """`given` when it can name a session (1-128 characters without '/'), a new id when None."""
+    chosen = given if given is not None else uuid.uuid4().hex[:12]
+    if not chosen or "/" in chosen or len(chosen) > 128:
+        raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
+    return chosen
 
 
 class _HeldStep:

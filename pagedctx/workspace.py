@@ -122,9 +122,10 @@ class Workspace:
         self, engine: Engine, roots: Sequence[str | Path] = (), *, store: Store | None = None
     ) -> None:
         """`store`: an open store to keep the index in (the caller closes it; default: the engine's
-        store, a connection per call)."""
+        store, connected at first use and closed by `close()`)."""
         self.engine = engine
         self.store = store
+        self._own: Store | None = None  # the engine's store, when no `store` was given
         self.roots = tuple(Path(r).resolve() for r in roots)
         for root in self.roots:
             if not root.is_dir():
@@ -144,9 +145,27 @@ class Workspace:
 
     # -- the index -----------------------------------------------------------------------------
 
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection to the engine's store this workspace opened (a given `store` stays
+        open: it is the caller's). Used again after this, the workspace connects again."""
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
+
     def index(self) -> Index:
-        """The code index of the store (every repository it holds), not updated."""
-        return self.engine.index(self.store) if self.store is not None else self.engine.open_index()
+        """The code index of the store (every repository it holds), not updated; one connection
+        for every call."""
+        if self.store is not None:
+            return self.engine.index(self.store)
+        if self._own is None:
+            self._own = self.engine.open_store()
+        return self.engine.index(self._own)
 
     def update(
         self,
@@ -216,7 +235,7 @@ class Workspace:
         from pagedctx.host.select import select_context
         from pagedctx.host.select.catalog_cache import load_catalog
         from pagedctx.host.select.file_parts import CollectedParts
-        from pagedctx.protocol.text import clean_text
+        from pagedctx.host.text.intent import Intent
 
         chosen = self._selection_policy(policy or self.engine.config.policy)
         index = self.index()
@@ -227,9 +246,9 @@ class Workspace:
             load_catalog(index, parts=parts.parts)
         index.require()
         scope = index.scope_of([root]) if root is not None else ()
-        text = clean_text(intent)
-        selection = select_context(index, text, self.engine.budget(budget), scope=scope, policy=chosen)
-        return Selected(selection=selection, index=index, intent=text, repo=root)
+        asked = Intent.asked(intent)  # the one Intent of this selection, made here (cleaned once)
+        selection = select_context(index, asked, self.engine.budget(budget), scope=scope, policy=chosen)
+        return Selected(selection=selection, index=index, intent=asked.original, repo=root)
 
     def _selection_policy(self, name: str) -> Any:
         from pagedctx.host.select.policy import BaselineSelectionPolicy, ModelSelectionPolicy

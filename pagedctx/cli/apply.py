@@ -62,13 +62,13 @@ def apply(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     try:
-        workspace = Workspace(Engine.open(profile, store=store), [repo])
-        report = workspace.apply(
-            batch.modifications,
-            task.pins,
-            formatters={} if no_format else None,  # None: the profile's edit.formatters, else the defaults
-            update_index=store is not None,
-        )
+        with Workspace(Engine.open(profile, store=store), [repo]) as workspace:
+            report = workspace.apply(
+                batch.modifications,
+                task.pins,
+                formatters={} if no_format else None,  # None: the profile's edit.formatters or the defaults
+                update_index=store is not None,
+            )
     except ProtocolFault as fault:
         typer.echo(
             json.dumps({"applied": False, "code": str(fault.code), "message": fault.message}, indent=2)

@@ -33,13 +33,10 @@ def pcr(
 ) -> None:
     """Print the PCES answer (`<pcir>`) to a PCR request; a malformed request exits 2."""
     from pagedctx.engine import Engine
-    from pagedctx.errors import UsageError
     from pagedctx.workspace import Workspace
 
     text = _read_request(request_file)
-    if repo is not None and not repo.is_dir():
-        raise UsageError(f"--repo {repo} is not a directory")
-    workspace = Workspace(Engine.open(store=store), [repo] if repo is not None else [])
-    output = workspace.evidence(text)  # from ROOT alone: the store may hold other repositories
+    with Workspace(Engine.open(store=store), [repo] if repo is not None else []) as workspace:
+        output = workspace.evidence(text)  # from ROOT alone: the store may hold other repositories
     sys.stdout.write(output)
     sys.stdout.flush()

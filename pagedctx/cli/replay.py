@@ -82,19 +82,9 @@ def _on_ray(jobs: list[Job], advance: Any) -> list[dict[str, Any]]:
 
 def _budget(text: str | None) -> tuple[int | None, float | None]:
     """`--budget N` (tokens) or `P%` (a share of each ask's recorded budget)."""
-    from pagedctx.errors import UsageError
+    from pagedctx.engine import parse_budget_or_share
 
-    if text is None:
-        return None, None
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else int(text)
-    except ValueError:
-        raise UsageError(
-            f"--budget {text!r}: give tokens (2000) or a share of each ask's budget (50%)"
-        ) from None
-    if value <= 0:
-        raise UsageError(f"--budget {text!r} must be above 0")
-    return (None, float(value)) if text.endswith("%") else (int(value), None)
+    return parse_budget_or_share(text, "--budget")
 
 
 def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: str | None) -> None:

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
-
 if TYPE_CHECKING:
     from pagedctx.session import RoundReport
 
@@ -62,7 +60,6 @@ def run(
         ...,
         "--intent",
         metavar="TEXT",
-        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD
         help="What the session is about (the latest user input).",
     ),
     repo: list[Path] = typer.Option(

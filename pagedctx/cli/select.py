@@ -7,8 +7,6 @@ from pathlib import Path
 
 import typer
 
-from pagedctx.protocol.text import clean_text  # stdlib only: `pagedctx --version` stays light
-
 
 class Format(StrEnum):
     json = "json"
@@ -21,7 +19,6 @@ def select(
     intent: str = typer.Option(
         ...,
         "--intent",
-        callback=clean_text,  # bytes that are not UTF-8 become U+FFFD
         help="The change the context is for.",
     ),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Token budget (default: config budget)."),

@@ -51,13 +51,12 @@ def run_plain(found: dict[str, str]) -> int:
     """Run a plain command line (`plain_arguments`); the exit code typer's path would give."""
     from pagedctx.cli import usage_error
     from pagedctx.errors import PagedctxError
-    from pagedctx.protocol.text import clean_text
 
     budget = found.get("--budget")
     repo = found.get("--repo")
     try:
         print_selection(
-            clean_text(found["--intent"]),
+            found["--intent"],  # cleaned by the door (`Intent.asked`)
             budget=int(budget) if budget is not None else None,
             repo=Path(repo) if repo is not None else None,
             store=found.get("--store"),

@@ -29,12 +29,12 @@ from typing import Any
 from pagedctx.engine import Engine
 from pagedctx.errors import BackendError, BudgetError, EnvelopeViolation, UsageError
 from pagedctx.evolve.records import Attempt, attempt_number, changed_in
-from pagedctx.host.text.keywords import salient_keywords, to_keywords
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import MAX_SUMMARY_CHARS, ConsolidatedPage, Origin, OriginalPage, Page, View
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Fault, SessionState
 from pagedctx.protocol.render import render_state
+from pagedctx.text import salient_keywords, to_keywords
 
 __all__ = ["GROUP", "RECENT", "AttemptHistory", "describe"]
 

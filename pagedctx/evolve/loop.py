@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
@@ -56,6 +56,9 @@ from pagedctx.evolve.score import run_score
 from pagedctx.evolve.strategy import parse_strategy
 from pagedctx.evolve.task import EvolveTask
 from pagedctx.workspace import CodeModification, Workspace
+
+if TYPE_CHECKING:
+    from pagedctx.protocol.budget import Budget
 
 __all__ = ["Evolution", "open_evolution"]
 
@@ -419,7 +422,9 @@ class Evolution:
 
     @property
     def _code_budget(self) -> int:
-        return max(1, int(self.meta.settings.budget * self.config.budget_shares.code))
+        """The code's part of a round's budget (`Budget.code`, the profile's share)."""
+        budget: Budget = self.config.make_budget(self.meta.settings.budget)
+        return budget.code.total
 
     def _select_code(self, overlay: dict[str, str | None]) -> str:
         """The code for the goal from the parent's tree (S5). A tree seen before in this process

@@ -142,7 +142,7 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
 
 def needed(step: str, earlier: Sequence[str]) -> set[int]:
     """The earlier messages a step uses: quoted, or the only holders of a name it uses."""
-    from pagedctx.host.text.keywords import code_identifiers
+    from pagedctx.text import code_identifiers
 
     quoted = _shingles(step)
     out = {i for i, text in enumerate(earlier) if quoted & _shingles(text)}

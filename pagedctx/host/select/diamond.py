@@ -43,6 +43,7 @@ from pagedctx.host.select.selection import (
     SelectOptions,
     Why,
 )
+from pagedctx.host.text.intent import Intent
 from pagedctx.protocol.budget import Budget
 
 __all__ = ["select_context"]
@@ -65,7 +66,7 @@ class _Pick:
 
 def select_context(
     index: Index,
-    intent: str,
+    asked: str | Intent,
     budget: Budget,
     *,
     policy: SelectionPolicy | None = None,
@@ -78,8 +79,11 @@ def select_context(
 
     `scope`: index paths (`Index.scope_of(roots)`) the selection keeps to, when the store holds
     more than the repositories asked about; empty: the whole index. `catalog`: the index's
-    catalog when the caller holds it (default: `load_catalog(index)`).
+    catalog when the caller holds it (default: `load_catalog(index)`). `asked`: the door's
+    `Intent`, or a text (taken as `Intent.asked(text)`); the policy reads its text as given.
     """
+    made = Intent.asked(asked)
+    intent = made.original
     if not intent.strip():
         raise UsageError("the intent is empty: say what change the context is for")
     if catalog is None:
@@ -87,7 +91,7 @@ def select_context(
     chosen = policy or BaselineSelectionPolicy()
     options = options or SelectOptions()
     flow = options.flow if options.flow is not None else budget.total >= FLOW_MIN_BUDGET
-    ranking = rank(catalog, intent, scope, roles=options.file_roles, own_terms=options.own_terms, flow=flow)
+    ranking = rank(catalog, made, scope, roles=options.file_roles, own_terms=options.own_terms, flow=flow)
     return _Pipeline(index, catalog, ranking, chosen, options).run(intent, budget)
 
 

@@ -54,7 +54,8 @@ from pagedctx.errors import NoSearchTerms
 from pagedctx.host.select.catalog import ROLES, Catalog
 from pagedctx.host.select.file_parts import path_terms
 from pagedctx.host.select.graph import MAX_DEFINITIONS, personalized_pagerank
-from pagedctx.host.text.terms import identifiers, split_identifier, terms, unsearchable, word_terms
+from pagedctx.host.text.intent import Intent
+from pagedctx.host.text.terms import identifiers, split_identifier, unsearchable, word_terms
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -291,7 +292,7 @@ def _entry_points(catalog: Catalog, intent: str, scores: FloatArray, pool: npt.N
 
 def rank(
     catalog: Catalog,
-    intent: str,
+    asked: str | Intent,
     scope: Sequence[str] = (),
     *,
     roles: bool = True,
@@ -299,13 +300,15 @@ def rank(
     flow: bool = False,
 ) -> Ranking:
     """Score every chunk of the catalog for the intent (see the module docstring); rows outside
-    `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing."""
+    `scope` (index paths, e.g. the repositories a session was given) score 0 and seed nothing;
+    the query is the intent's `stems` (`Intent.asked` when a text is given)."""
+    intent = Intent.asked(asked).original
     n = len(catalog)
     if n == 0:
         empty = np.zeros(0)
         return Ranking(empty, empty, frozenset())
     allowed = scope_mask(catalog, scope)
-    query = terms(intent)
+    query = list(Intent.asked(asked).stems)
     if own_terms and query:
         head, body = (np.asarray(a, dtype=np.float64) for a in catalog.lexical(query))
         raw = _context_only(catalog, query, head, head + BODY * body) + BODY * body

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
 
 from pagedctx.errors import BackendError, BusFault, EnvelopeViolation
 from pagedctx.host.blocks.base import BlockProvider
@@ -96,7 +96,7 @@ class SessionRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     session: str
-    intent: str
+    intent: Intent = Field(description="what is asked (a text is taken as `Intent.asked(text)`)")
     budget: Budget
     max_rounds: int = Field(default=6, ge=1)
     head: str = ""
@@ -111,6 +111,11 @@ class SessionRequest(BaseModel):
         "on a context it has seen: nothing it shelved comes back unasked)",
     )
     options: LoopOptions = Field(default_factory=LoopOptions)
+
+    @field_validator("intent", mode="before")
+    @classmethod
+    def _asked(cls, value: object) -> object:
+        return Intent.asked(value) if isinstance(value, str) else value
 
 
 class RoundReport(BaseModel):
@@ -196,7 +201,7 @@ def _frame_tokens(request: SessionRequest, counter: TokenCounter) -> int:
     empty = SynthesisRequest(
         budget=1 << 30,
         current_time=_FRAME_TIME,
-        query=request.intent,
+        query=request.intent.original,
         system_instructions=system_instructions(request.instructions),
     )
     return synthesize(SessionState(), empty, counter).tokens
@@ -507,7 +512,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
             state = _merged(state, pending, router, boundary)
             pending = None
         intent = scaffold(request.intent, history)
-        if number == 0 and request.history and is_pivot(intent.text, request.history[-1].intent):
+        if number == 0 and request.history and is_pivot(intent, request.history[-1].intent):
             pending = _submit_merge(state, frozenset(), parts, intent.text)  # P13: the talk turned
         asked = PlanRequest(
             intent=intent,
@@ -569,7 +574,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         if parts.trace is not None:
             event = {
                 "session": request.session, "round": number, "time": now, "policy": request.policy,
-                "input": request.intent, "intent": intent.text, "plan": plan.model_dump(mode="json"),
+                "input": request.intent.original, "intent": intent.text, "plan": plan.model_dump(mode="json"),
                 "xml_sha256": hashlib.sha256(synthesis.xml.encode()).hexdigest(),
                 "xml_tokens": synthesis.tokens,
                 "budget": request.budget.total, "budget_shares": request.budget.shares,
@@ -587,7 +592,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         state = _merged(state, pending, router, steps)
     now = parts.clock()
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
-    view = _View(now=now, query=request.intent, focus=final_focus, relevance=last_relevance)
+    view = _View(now=now, query=request.intent.original, focus=final_focus, relevance=last_relevance)
     final_view = _render(state, view, request, parts, worker_steps)
     return RoundsResult(
         state=final_view.state,

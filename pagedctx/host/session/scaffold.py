@@ -90,10 +90,13 @@ def _first_sentence(text: str, limit: int = 200) -> str:
     return sentence[:limit]
 
 
-def scaffold(text: str, history: Sequence[PreviousRound] = ()) -> Intent:
-    """The intent for `text`, rebuilt from the last round when `text` carries no information."""
+def scaffold(asked: str | Intent, history: Sequence[PreviousRound] = ()) -> Intent:
+    """The intent asked (`Intent.asked`, returned as it is), or one rebuilt from the last round when
+    what was asked carries no information."""
+    intent = Intent.asked(asked)
+    text = intent.original
     if not is_low_information(text) or not history:
-        return Intent(text=text.strip() or text, rebuilt=False, original=text)
+        return intent
     last = history[-1]
     where = (
         f"; the last round ended on: {_first_sentence(last.answer)}"

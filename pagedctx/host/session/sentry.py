@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.terms import terms
 from pagedctx.protocol.budget import Budget
 
@@ -63,10 +64,12 @@ def _similarity(turn: set[str], before: set[str]) -> float:
     return len(turn & before) / len(turn | before)
 
 
-def is_pivot(text: str, before: str, config: SentryConfig | None = None) -> bool:
-    """Whether `text` turns away from `before` (term similarity under the pivot threshold, P13)."""
+def is_pivot(text: str | Intent, before: str, config: SentryConfig | None = None) -> bool:
+    """Whether `text` (an intent: its terms as made) turns away from `before` (term similarity under
+    the pivot threshold, P13)."""
     cfg = config or SentryConfig()
-    return _similarity(set(terms(text)), set(terms(before))) < cfg.pivot_similarity
+    said = set(text.terms) if isinstance(text, Intent) else set(terms(text))
+    return _similarity(said, set(terms(before))) < cfg.pivot_similarity
 
 
 def topic_segments(

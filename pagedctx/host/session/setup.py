@@ -228,12 +228,12 @@ def _informative(turns: Sequence[Piece], words: Sequence[str]) -> list[str]:
 
 
 def _addressed(
-    provider: DialogueProvider, turns: Sequence[Piece], intent: str, limit: int = ADDRESSED
+    provider: DialogueProvider, turns: Sequence[Piece], intent: str | Intent, limit: int = ADDRESSED
 ) -> frozenset[str]:
     """The handles of the turns the intent matches best (BM25 over the turns, P16): at most
     `limit`, within `ADDRESSED_SHARE` of the best; none when its words match no turn or only terms
     most turns say (`_informative`)."""
-    words = _informative(turns, list(Intent.of(intent).words))
+    words = _informative(turns, list(Intent.asked(intent).words))
     if not words:
         return frozenset()
     handles = {t.handle for t in turns}
@@ -242,7 +242,7 @@ def _addressed(
 
 
 def _selected(
-    index: Index, intent: str, budget: Budget, scope: tuple[str, ...], state: SessionState, *, others: bool
+    index: Index, intent: Intent, budget: Budget, scope: tuple[str, ...], state: SessionState, *, others: bool
 ) -> tuple[SessionState, int]:
     """`state` with the code diamond selection chooses for the intent (S5) within `budget`, and its
     tokens."""
@@ -268,7 +268,7 @@ def _selected(
 def prepare(
     inputs: SessionInputs,
     *,
-    intent: str,
+    intent: str | Intent,
     budget: Budget,
     counter: TokenCounter,
     now: datetime,
@@ -286,6 +286,7 @@ def prepare(
     pieces already `paged`: every provider is a block again, and only what is new becomes pages;
     `select_code=False` keeps the code selection of an earlier ask.
     """
+    asked = Intent.asked(intent)  # made by the door when it comes from one
     blocks = ProviderSet()
     roots: list[str] = []
     state = state if state is not None else SessionState()
@@ -301,7 +302,7 @@ def prepare(
         if select_code:
             state, selection_tokens = _selected(
                 index,
-                intent,
+                asked,
                 budget.code,
                 scope,
                 state,
@@ -325,12 +326,12 @@ def prepare(
         decision = watch(
             "chat",
             history_tokens=history + selection_tokens,
-            input_tokens=counter.count(intent),
+            input_tokens=counter.count(asked.original),
             budget=budget,
         )
         for provider, turns in dialogue_turns:
             paged_mode = decision.mode != "chat"
-            addressed = _addressed(provider, turns, intent, inputs.addressed) if paged_mode else frozenset()
+            addressed = _addressed(provider, turns, asked, inputs.addressed) if paged_mode else frozenset()
             pages, views, hidden = _dialogue_pages(
                 turns, decision, taken, inputs.segment_tokens, budget.recent_tokens, addressed=addressed
             )
