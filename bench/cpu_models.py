@@ -47,7 +47,7 @@ from pagedctx.actors.llama_server import (
 )
 from pagedctx.config import load_config
 from pagedctx.host.modules import load_module
-from pagedctx.protocol.envelope import parse_envelope_json
+from pagedctx.protocol.modules.envelope import parse_envelope_json
 
 RETRY_MARK = "Your previous answer broke the module's contract"
 

@@ -46,7 +46,7 @@ from pagedctx.pages import Origin, OriginalPage, SessionState, View
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.render import render_state
 from pagedctx.protocol.tokens import token_counter
 
 sys.path.insert(0, str(Path(__file__).parent))

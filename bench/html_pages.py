@@ -37,7 +37,7 @@ from pagedctx.host.records.replay_outcome import (
 )
 from pagedctx.host.records.trace import PageLine, RoundEvent, event_line
 from pagedctx.host.records.trace_html import render_html
-from pagedctx.protocol.context import TraceStep
+from pagedctx.protocol.paged_context.context import TraceStep
 from pagedctx.replay.report_html import report_html
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -26,8 +26,8 @@ from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.instructions_text import LONG_INSTRUCTIONS, SHORT_INSTRUCTIONS
-from pagedctx.protocol.render import markup_tokens, render_state
+from pagedctx.protocol.paged_context.instructions_text import LONG_INSTRUCTIONS, SHORT_INSTRUCTIONS
+from pagedctx.protocol.paged_context.render import markup_tokens, render_state
 from pagedctx.protocol.tokens import token_counter
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -158,7 +158,7 @@ def reference_server(port: int, budget: int) -> None:
 
     from pagedctx.host.roles.baseline import baseline_worker
     from pagedctx.pages import Origin, OriginalPage, SessionState, Transition, View, add_pages
-    from pagedctx.protocol.render import render_state
+    from pagedctx.protocol.paged_context.render import render_state
     from pagedctx.protocol.tokens import token_counter
 
     counter = token_counter()

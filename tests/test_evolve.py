@@ -392,7 +392,7 @@ def test_history_pages_recent_in_detail_older_folded_under_budget() -> None:
 
     from pagedctx.evolve.history import AttemptHistory
     from pagedctx.host.store.url import open_store
-    from pagedctx.protocol.parse import parse_document
+    from pagedctx.protocol.paged_context.parse import parse_document
 
     attempts = [_attempt(0, passed=1)] + [
         _attempt(n, verdict=None if n % 5 == 0 else "FAIL", passed=1, score=float(n % 7))

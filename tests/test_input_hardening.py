@@ -53,11 +53,11 @@ from pagedctx.pages.model import (
 )
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Transition
-from pagedctx.protocol.envelope import parse_envelope_json
-from pagedctx.protocol.instructions import Consult, Explore, Shelve, WorkerOutput, parse_worker_output
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.modules.envelope import parse_envelope_json
+from pagedctx.protocol.paged_context.parse import parse_document
 from pagedctx.protocol.text import clean_text
 from pagedctx.protocol.tokens import token_counter
+from pagedctx.protocol.worker.instructions import Consult, Explore, Shelve, WorkerOutput, parse_worker_output
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 META = {"confidence": 0.9, "risk": "low", "explain": "x"}

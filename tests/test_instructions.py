@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import BusFault, FailCode, SourcePosition
-from pagedctx.protocol.instructions import (
+from pagedctx.protocol.worker.instructions import (
     VALID_FORMS,
     Consult,
     Explore,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedctx.host.modules import load_module
-from pagedctx.protocol.gbnf import (
+from pagedctx.protocol.worker.gbnf import (
     MAX_ACTIONS,
     TEXT_CHARS,
     gbnf_class,
@@ -24,7 +24,7 @@ from pagedctx.protocol.gbnf import (
     instructions_gbnf,
     worker_envelope_gbnf,
 )
-from pagedctx.protocol.instructions import (
+from pagedctx.protocol.worker.instructions import (
     Consult,
     Explore,
     Shelve,

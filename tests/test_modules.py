@@ -22,9 +22,9 @@ from pagedctx.host.modules import (
     resolve_module_dir,
     validate_module_dir,
 )
-from pagedctx.protocol.envelope import RULES, Violation
-from pagedctx.protocol.manifest import ModuleManifest, parse_manifest
-from pagedctx.protocol.module_contract import validate_module
+from pagedctx.protocol.modules.envelope import RULES, Violation
+from pagedctx.protocol.modules.manifest import ModuleManifest, parse_manifest
+from pagedctx.protocol.modules.module_contract import validate_module
 
 Pairs = set[tuple[str, str]]
 SHIPPED = ["consolidator", "generator", "negative_select", "router", "router_select", "worker"]

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.pces import answer, answer_text
 from pagedctx.host.store.url import open_store
-from pagedctx.protocol.pces import PcesAnswer
-from pagedctx.protocol.pces_text import parse_pces
-from pagedctx.protocol.pcr import VIEWS, Need, PcrRequest, PcrSyntaxError, parse_pcr
+from pagedctx.protocol.code_evidence.pces import PcesAnswer
+from pagedctx.protocol.code_evidence.pces_text import parse_pces
+from pagedctx.protocol.code_evidence.pcr import VIEWS, Need, PcrRequest, PcrSyntaxError, parse_pcr
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pces"
 

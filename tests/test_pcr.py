@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pagedctx.errors import FailCode, ProtocolFault, UsageError
-from pagedctx.protocol.pces import (
+from pagedctx.protocol.code_evidence.pces import (
     MAX_NESTING,
     Content,
     Entry,
@@ -37,8 +37,8 @@ from pagedctx.protocol.pces import (
     summary_content,
     unit_id,
 )
-from pagedctx.protocol.pces_text import parse_pces, render_pces
-from pagedctx.protocol.pcr import (
+from pagedctx.protocol.code_evidence.pces_text import parse_pces, render_pces
+from pagedctx.protocol.code_evidence.pcr import (
     REF_FORMS,
     VIEWS,
     CallchainRef,
@@ -1033,7 +1033,7 @@ def test_the_docs_error_messages_are_real() -> None:
 @pytest.mark.parametrize("view", ["exist", "definition", "api", "impl", "asm", "summary", "callchain"])
 def test_same_as_back_reference_is_valid_for_every_view(view: str) -> None:
     """C5: a block whose content an earlier block gave refers back with `same_as: evidence N`."""
-    from pagedctx.protocol.pces import same_as_content, shape_problem
+    from pagedctx.protocol.code_evidence.pces import same_as_content, shape_problem
 
     assert shape_problem(view, same_as_content(3)) is None
     if view != "summary":  # a summary is any key: value pairs, so these are summaries

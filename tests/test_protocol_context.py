@@ -10,9 +10,14 @@ from pydantic import ValidationError
 
 from pagedctx.errors import ContextFormatError
 from pagedctx.pages import Origin, PageType, View
-from pagedctx.protocol.context import ContextNode, PagedContextDocument, RegistryEntry, TraceStep
-from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import build_document_tree, render_document, serialize
+from pagedctx.protocol.paged_context.context import (
+    ContextNode,
+    PagedContextDocument,
+    RegistryEntry,
+    TraceStep,
+)
+from pagedctx.protocol.paged_context.parse import parse_document
+from pagedctx.protocol.paged_context.render import build_document_tree, render_document, serialize
 
 NOW = datetime(2026, 2, 14, 10, 0)
 

@@ -15,16 +15,16 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import ContextFormatError
 from pagedctx.pages import Origin, PageType, View, consult, fold_to_background
-from pagedctx.protocol.context import (
+from pagedctx.protocol.paged_context.context import (
     SYSTEM_INSTRUCTIONS,
     ContextNode,
     PagedContextDocument,
     RegistryEntry,
     TraceStep,
 )
-from pagedctx.protocol.parse import parse_document, validate_text
-from pagedctx.protocol.render import render_document, render_state
-from pagedctx.protocol.xml_text import decode, encode, needs_escape
+from pagedctx.protocol.paged_context.parse import parse_document, validate_text
+from pagedctx.protocol.paged_context.render import render_document, render_state
+from pagedctx.protocol.paged_context.xml_text import decode, encode, needs_escape
 
 NOW = datetime(2026, 2, 14, 11, 0, 0)
 HOSTILE = [

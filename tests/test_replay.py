@@ -77,7 +77,7 @@ def test_another_package_version_that_renders_differently_is_named(
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["package_version"] = "0.0.1"
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    from pagedctx.protocol import instructions_text
+    from pagedctx.protocol.paged_context import instructions_text
 
     rules = instructions_text.SHORT_INSTRUCTIONS + "\n- A new rule."  # this "version" adds a rule
     monkeypatch.setattr(instructions_text, "SHORT_INSTRUCTIONS", rules)

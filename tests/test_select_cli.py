@@ -13,7 +13,7 @@ from sample_repo import write_repo
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.paged_context.parse import parse_document
 
 _NOW = re.compile(r'"CURRENT_TIME" value="[^"]+"')
 CHUNK_KEYS = [

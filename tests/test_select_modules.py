@@ -23,7 +23,7 @@ from pagedctx.errors import EnvelopeViolation
 from pagedctx.host.modules import ModuleSpec, default_root, list_modules, load_module, validate_module_dir
 from pagedctx.host.select.policy import ModelSelectionPolicy
 from pagedctx.host.select.selection import Candidate
-from pagedctx.protocol.envelope import FailureEnvelope, SuccessEnvelope, Violation
+from pagedctx.protocol.modules.envelope import FailureEnvelope, SuccessEnvelope, Violation
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1] / "pagedctx" / "configs" / "modules"
 SELECT_MODULES = ["router_select", "negative_select"]

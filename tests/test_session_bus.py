@@ -15,8 +15,8 @@ from pagedctx.host.session.bus import apply_actions
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.pages.moves import add_pages, end_round
 from pagedctx.pages.state import Transition
-from pagedctx.protocol.instructions import Consult, Explore, Shelve
 from pagedctx.protocol.tokens import token_counter
+from pagedctx.protocol.worker.instructions import Consult, Explore, Shelve
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 GUIDE = """# Deploy guide

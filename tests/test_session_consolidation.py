@@ -29,7 +29,7 @@ from pagedctx.host.session.setup import SessionInputs, prepare
 from pagedctx.pages import ConsolidatedPage, SessionState, consult
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.paged_context.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
 TURNS = [

@@ -24,7 +24,7 @@ from pagedctx.host.session.loop import _relevance, _sync
 from pagedctx.host.session.synthesis import SynthesisRequest, _Governor, _Move, _shown, count_document
 from pagedctx.host.text.page_search import PageSearch, page_terms
 from pagedctx.pages import SessionState, Transition, View, add_pages, consult
-from pagedctx.protocol.render import render_state, timeline_key
+from pagedctx.protocol.paged_context.render import render_state, timeline_key
 from pagedctx.protocol.tokens import token_counter
 
 COUNTER = token_counter()

@@ -38,7 +38,7 @@ from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
 from pagedctx.host.store.url import open_store
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.paged_context.parse import parse_document
 from pagedctx.protocol.tokens import token_counter
 
 

@@ -9,7 +9,7 @@ from pages_factory import build, pid, said
 
 from pagedctx.host.roles.baseline import baseline_worker, consolidate
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, View
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.render import render_state
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 

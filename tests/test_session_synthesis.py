@@ -28,9 +28,9 @@ from pagedctx.pages import (
     is_visible,
 )
 from pagedctx.pages.exchange import evict
-from pagedctx.protocol.context import RegistryEntry, TraceStep
-from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.context import RegistryEntry, TraceStep
+from pagedctx.protocol.paged_context.parse import parse_document
+from pagedctx.protocol.paged_context.render import render_state
 from pagedctx.protocol.tokens import CachedCounter, token_counter
 
 NOW = datetime(2026, 2, 14, 12, 0, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ from pagedctx.host.records.trace import PageLine, RoundEvent, read_trace, snapsh
 from pagedctx.host.records.trace_html import MAX_DRAWN, render_html
 from pagedctx.host.roles.baseline import baseline_worker
 from pagedctx.host.session.setup import SessionInputs
-from pagedctx.protocol.context import TraceStep
+from pagedctx.protocol.paged_context.context import TraceStep
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 HOSTILE = "</div><script>alert(1)</script>&"

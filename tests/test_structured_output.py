@@ -29,7 +29,7 @@ from pagedctx.host.models.structured import (
     safe_pattern,
 )
 from pagedctx.host.modules import list_modules, load_module
-from pagedctx.protocol.gbnf import worker_envelope_gbnf
+from pagedctx.protocol.worker.gbnf import worker_envelope_gbnf
 
 MODULES = ("worker", "router", "consolidator", "generator", "negative_select", "router_select")
 META = {"confidence": 0.8, "risk": "low", "explain": "from the view"}

@@ -30,8 +30,8 @@ from pagedctx.pages import (
     fold_to_background,
     shelve,
 )
-from pagedctx.protocol.parse import parse_document
-from pagedctx.protocol.render import render_document, render_state
+from pagedctx.protocol.paged_context.parse import parse_document
+from pagedctx.protocol.paged_context.render import render_document, render_state
 
 __all__ = ["ZoomMachine", "forests"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from pagedctx.protocol.manifest import Tier
+    from pagedctx.protocol.modules.manifest import Tier
 
 app = typer.Typer(no_args_is_help=True, help="Validate module answers (Cognitive Modules v2.2 envelopes).")
 
@@ -74,8 +74,8 @@ def validate(
 ) -> None:
     """Validate one envelope; exit 0 when it conforms, 1 with every violation as JSON, 2 usage."""
     from pagedctx.errors import EnvelopeViolation, UsageError
-    from pagedctx.protocol.envelope import Violation, parse_envelope_json, validate_envelope
-    from pagedctx.protocol.manifest import TIER_DEFAULTS
+    from pagedctx.protocol.modules.envelope import Violation, parse_envelope_json, validate_envelope
+    from pagedctx.protocol.modules.manifest import TIER_DEFAULTS
 
     raw = _read(file)
     spec = None

@@ -50,7 +50,7 @@ def parse(
     """
     # Imported here so that `pagedctx --help` and other commands never pay for pydantic.
     from pagedctx.errors import BusFault, UsageError
-    from pagedctx.protocol.instructions import parse_worker_output
+    from pagedctx.protocol.worker.instructions import parse_worker_output
 
     raw = _read_input(file)
     try:

@@ -16,7 +16,7 @@ def validate(
 ) -> None:
     """Exit 0 when FILE is a valid PagedContext document; exit 1 with the reason when it is not."""
     from pagedctx.errors import ContextFormatError
-    from pagedctx.protocol.parse import validate_text
+    from pagedctx.protocol.paged_context.parse import validate_text
 
     if str(file) == "-":
         data = sys.stdin.buffer.read()
@@ -37,6 +37,6 @@ def validate(
 @app.command("schema")
 def schema() -> None:
     """Print the RELAX NG schema every rendered document is validated against."""
-    from pagedctx.protocol.schema import schema_text
+    from pagedctx.protocol.paged_context.schema import schema_text
 
     typer.echo(schema_text(), nl=False)

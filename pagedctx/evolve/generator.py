@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from pagedctx.backends import ModelBackend, ModelModuleRunner
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
-from pagedctx.protocol.envelope import FailureEnvelope
+from pagedctx.protocol.modules.envelope import FailureEnvelope
 from pagedctx.workspace import CodeModification, ModificationBatch
 
 __all__ = ["Generated", "Generator", "GeneratorFault", "ModuleGenerator"]

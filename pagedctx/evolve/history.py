@@ -33,7 +33,7 @@ from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import MAX_SUMMARY_CHARS, ConsolidatedPage, Origin, OriginalPage, Page, View
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Fault, SessionState
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.render import render_state
 from pagedctx.text import salient_keywords, to_keywords
 
 __all__ = ["GROUP", "RECENT", "AttemptHistory", "describe"]

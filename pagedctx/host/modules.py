@@ -1,9 +1,9 @@
 """Module folders on disk (M1, M6): find, read and validate `configs/modules/<name>/`.
 
 A module folder holds `module.yaml` (manifest), `prompt.md` (instructions for the model) and
-`schema.json` (the contract). The rules live in `pagedctx.protocol.manifest`,
-`pagedctx.protocol.module_contract` and `pagedctx.protocol.envelope`, which are pure; this module
-does the file reading around them. The default root is the packaged `configs/modules`.
+`schema.json` (the contract). The rules live in `pagedctx.protocol.modules.manifest`,
+`pagedctx.protocol.modules.module_contract` and `pagedctx.protocol.modules.envelope`, which are
+pure; this module does the file reading around them. The default root is the packaged `configs/modules`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.errors import EnvelopeViolation, UsageError
-from pagedctx.protocol.envelope import (
+from pagedctx.protocol.modules.envelope import (
     FailureEnvelope,
     SuccessEnvelope,
     Violation,
     check_envelope,
     validate_envelope,
 )
-from pagedctx.protocol.manifest import ModuleManifest, parse_manifest
-from pagedctx.protocol.module_contract import validate_module
+from pagedctx.protocol.modules.manifest import ModuleManifest, parse_manifest
+from pagedctx.protocol.modules.module_contract import validate_module
 
 __all__ = [
     "MODULE_FILES",

@@ -1,7 +1,7 @@
 """One strict JSON reader for the untrusted JSON pagedctx parses: worker output and module answers.
 
-Private: the worker parser (`pagedctx.protocol.instructions`) and the envelope reader
-(`pagedctx.protocol.envelope.parse_envelope_json`) both read through `load_json`, so one text is
+Private: the worker parser (`pagedctx.protocol.worker.instructions`) and the envelope reader
+(`pagedctx.protocol.modules.envelope.parse_envelope_json`) both read through `load_json`, so one text is
 accepted or refused by the same rules in both places:
 
 - the text is one JSON value (`JsonSyntax` otherwise, with the offset when the decoder knows it);
@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pagedctx.protocol._violations import json_path
+from pagedctx.protocol.modules._violations import json_path
 
 __all__ = ["JsonIssue", "JsonSyntax", "StrictJson", "load_json"]
 

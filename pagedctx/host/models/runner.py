@@ -36,7 +36,12 @@ import jsonschema
 from pagedctx.errors import BackendError, EnvelopeViolation, FailCode, UsageError
 from pagedctx.host.models.base import ModelBackend, ModelReply, ModelRequest
 from pagedctx.host.modules import ModuleSpec, load_module
-from pagedctx.protocol.envelope import FailureEnvelope, SuccessEnvelope, Violation, parse_envelope_json
+from pagedctx.protocol.modules.envelope import (
+    FailureEnvelope,
+    SuccessEnvelope,
+    Violation,
+    parse_envelope_json,
+)
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["ModelModuleRunner", "ModelUsage", "ModuleAnswer", "PayloadCheck", "envelope_schema"]

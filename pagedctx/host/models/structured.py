@@ -7,7 +7,7 @@ A role says how its server constrains output (`RoleSpec.structured`, `OpenAIComp
 - `json_object` (llama.cpp, i.e. llama-cpp-python's server): `response_format: {type: json_object,
   schema: llama_schema(schema)}`;
 - `grammar` (llama.cpp): the module's own GBNF in the `grammar` field (the worker's, from
-  `pagedctx.protocol.gbnf`), else as `json_object`;
+  `pagedctx.protocol.worker.gbnf`), else as `json_object`;
 - `none` (any): nothing, the model is asked by its prompt alone.
 
 llama.cpp turns a JSON schema into a grammar with a converter that knows a subset of JSON Schema
@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pagedctx.host.models.spec import StructuredOutput
-from pagedctx.protocol.gbnf import worker_envelope_gbnf
+from pagedctx.protocol.worker.gbnf import worker_envelope_gbnf
 
 __all__ = [
     "ANY_VALUE",

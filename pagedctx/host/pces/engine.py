@@ -40,7 +40,7 @@ from pagedctx.host.ingest.meta import FileMeta
 from pagedctx.host.pces.callgraph import CallGraph
 from pagedctx.host.pces.layout import asm_many, asm_parts, layout_section, script_summary, span_text
 from pagedctx.host.pces.lookups import ASM, IndexLookups, norm_path
-from pagedctx.protocol.pces import (
+from pagedctx.protocol.code_evidence.pces import (
     Content,
     DefinitionKind,
     Evidence,
@@ -60,8 +60,8 @@ from pagedctx.protocol.pces import (
     summary_content,
     unit_id,
 )
-from pagedctx.protocol.pces_text import render_pces
-from pagedctx.protocol.pcr import (
+from pagedctx.protocol.code_evidence.pces_text import render_pces
+from pagedctx.protocol.code_evidence.pcr import (
     CallchainRef,
     FileRef,
     LayoutRef,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pagedctx.host.code.chunk import Chunk, ChunkKind
 from pagedctx.host.pces.lookups import ASM
-from pagedctx.protocol.pces import SummaryValue
+from pagedctx.protocol.code_evidence.pces import SummaryValue
 
 __all__ = ["asm_many", "asm_parts", "layout_section", "script_summary", "span_text"]
 

@@ -18,8 +18,8 @@ from pagedctx.host.code.chunker import Tag, tags
 from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.meta import IndexMeta
 from pagedctx.host.store import keys
-from pagedctx.protocol.pces import unit_id
-from pagedctx.protocol.pcr import EndRef, QualifiedRef, SymbolRef, UnitRef
+from pagedctx.protocol.code_evidence.pces import unit_id
+from pagedctx.protocol.code_evidence.pcr import EndRef, QualifiedRef, SymbolRef, UnitRef
 
 __all__ = ["ASM", "LD", "IndexLookups", "norm_path"]
 

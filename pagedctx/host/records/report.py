@@ -21,7 +21,7 @@ from pagedctx.host.blocks.base import BlockProvider, ProviderSet
 from pagedctx.host.blocks.code import CodeProvider
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.pages import OriginalPage, SessionState, View
-from pagedctx.protocol.render import timeline_key
+from pagedctx.protocol.paged_context.render import timeline_key
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["answer_contract", "cited_pages", "session_contract", "shows"]

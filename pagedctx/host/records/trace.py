@@ -38,7 +38,7 @@ from pagedctx.host.store.base import Store
 from pagedctx.pages import Page, SessionState, View
 from pagedctx.pages.pmap import PMap
 from pagedctx.protocol.budget import BudgetShares
-from pagedctx.protocol.context import TraceStep
+from pagedctx.protocol.paged_context.context import TraceStep
 
 __all__ = [
     "READABLE_VERSIONS",

@@ -32,8 +32,8 @@ from pagedctx.host.text.keywords import code_identifiers, consensus_keywords, le
 from pagedctx.host.text.lexicon import Lexicon
 from pagedctx.host.text.terms import identifiers, terms
 from pagedctx.pages import Page, PageType, View
-from pagedctx.protocol.context import ContextNode
-from pagedctx.protocol.parse import parse_document
+from pagedctx.protocol.paged_context.context import ContextNode
+from pagedctx.protocol.paged_context.parse import parse_document
 
 __all__ = ["baseline_worker", "consolidate"]
 CONSULT_AT = 0.3

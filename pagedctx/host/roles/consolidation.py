@@ -24,8 +24,8 @@ from pagedctx.pages import ConsolidatedPage, Origin, Page, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages
 from pagedctx.pages.state import Transition
-from pagedctx.protocol.context import TraceStep
-from pagedctx.protocol.render import timeline_key
+from pagedctx.protocol.paged_context.context import TraceStep
+from pagedctx.protocol.paged_context.render import timeline_key
 
 __all__ = [
     "MAX_GROUP",

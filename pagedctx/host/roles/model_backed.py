@@ -21,7 +21,7 @@ from pagedctx.host.roles.router import BlockPick, RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest
 from pagedctx.host.text.keywords import code_identifiers
 from pagedctx.pages import Page, SessionState
-from pagedctx.protocol.envelope import Violation
+from pagedctx.protocol.modules.envelope import Violation
 
 __all__ = ["ModelConsolidator", "ModelRouter", "ModelWorker", "dropped_identifiers"]
 

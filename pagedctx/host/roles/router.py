@@ -47,7 +47,7 @@ from pagedctx.pages.exchange import inject, is_shelved_root
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.moves import add_pages, consult
 from pagedctx.pages.state import Transition
-from pagedctx.protocol.render import timeline_key
+from pagedctx.protocol.paged_context.render import timeline_key
 
 __all__ = [
     "BlockPick",

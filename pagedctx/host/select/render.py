@@ -29,7 +29,7 @@ from pagedctx.host.select.selection import SelectedChunk, Selection
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, SessionState, View
 from pagedctx.pages.ids import short_hash
 from pagedctx.pages.model import clean_keyword
-from pagedctx.protocol.render import render_state
+from pagedctx.protocol.paged_context.render import render_state
 
 __all__ = ["read_indexed_file", "selection_state", "selection_text", "selection_xml"]
 

@@ -32,8 +32,8 @@ from pagedctx.host.text.terms import terms, unsearchable
 from pagedctx.pages import ConsolidatedPage, SessionState, View
 from pagedctx.pages.moves import add_pages, consult, shelve
 from pagedctx.pages.state import Fault, Transition, is_visible
-from pagedctx.protocol.context import TraceStep
-from pagedctx.protocol.instructions import Consult, Explore, Instruction, Shelve
+from pagedctx.protocol.paged_context.context import TraceStep
+from pagedctx.protocol.worker.instructions import Consult, Explore, Instruction, Shelve
 
 __all__ = [
     "DEFAULT_EXPLORE_HITS",

@@ -50,11 +50,11 @@ from pagedctx.pages.exchange import evict
 from pagedctx.pages.moves import end_round
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
-from pagedctx.protocol.context import TraceStep
-from pagedctx.protocol.instructions import Explore, parse_worker_output
-from pagedctx.protocol.instructions_text import system_instructions
-from pagedctx.protocol.render import node_lines
+from pagedctx.protocol.paged_context.context import TraceStep
+from pagedctx.protocol.paged_context.instructions_text import system_instructions
+from pagedctx.protocol.paged_context.render import node_lines
 from pagedctx.protocol.tokens import TokenCounter
+from pagedctx.protocol.worker.instructions import Explore, parse_worker_output
 
 __all__ = [
     "LoopOptions",

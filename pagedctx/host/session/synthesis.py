@@ -79,10 +79,10 @@ from pagedctx.pages import (
     is_visible,
 )
 from pagedctx.pages.exchange import evict
-from pagedctx.protocol.context import RegistryEntry, TraceStep
-from pagedctx.protocol.instructions_text import SHORT_INSTRUCTIONS
-from pagedctx.protocol.render import build_state_tree, node_lines, serialize, timeline_key
-from pagedctx.protocol.schema import validation_errors
+from pagedctx.protocol.paged_context.context import RegistryEntry, TraceStep
+from pagedctx.protocol.paged_context.instructions_text import SHORT_INSTRUCTIONS
+from pagedctx.protocol.paged_context.render import build_state_tree, node_lines, serialize, timeline_key
+from pagedctx.protocol.paged_context.schema import validation_errors
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["GOVERNANCE_ACTIONS", "Synthesis", "SynthesisRequest", "count_document", "synthesize"]
@@ -476,5 +476,5 @@ def _level(state: SessionState, page_id: str) -> int:
 
 def _node_lines(page: Page, view: View, level: int) -> list[str]:
     """A text shaped like the page's rendered (dense) `<Node>`, as its element lines: the
-    renderer's own estimate (`pagedctx.protocol.render.node_lines`)."""
+    renderer's own estimate (`pagedctx.protocol.paged_context.render.node_lines`)."""
     return node_lines(page, view, level, _INDENT)

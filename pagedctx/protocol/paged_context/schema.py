@@ -24,7 +24,11 @@ class SchemaError:
 
 def schema_text() -> str:
     """The RELAX NG schema, as shipped in the package."""
-    return resources.files("pagedctx.protocol").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+    return (
+        resources.files("pagedctx.protocol.paged_context")
+        .joinpath(SCHEMA_RESOURCE)
+        .read_text(encoding="utf-8")
+    )
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """A module's schema.json as Draft 2020-12 validators, and an envelope's violations against it.
 
-Private: used by `pagedctx.protocol.envelope` (`validate_envelope(..., schema=...)`) and
-`pagedctx.protocol.module_contract` (`$ref` resolution). The whole document is one resource in a
+Private: used by `pagedctx.protocol.modules.envelope` (`validate_envelope(..., schema=...)`) and
+`pagedctx.protocol.modules.module_contract` (`$ref` resolution). The whole document is one resource in a
 `referencing` registry with no `retrieve`, so `#/$defs/...` resolves and nothing remote ever loads.
 The data (or its alias output), meta and error sections are compiled once per document, keyed by its
 canonical JSON; a section that is not itself a valid schema is reported as `schema.invalid`.
@@ -21,7 +21,7 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from pagedctx.protocol._violations import MISSING, Violation, json_path, violation_at
+from pagedctx.protocol.modules._violations import MISSING, Violation, json_path, violation_at
 
 __all__ = ["DOC_URI", "document_registry", "schema_violations"]
 

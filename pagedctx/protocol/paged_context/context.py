@@ -2,8 +2,8 @@
 
 The document is a snapshot of one round: the static registry (CURRENT_TIME first, P7), the system
 instructions, the query, the reasoning trace, the Linear_Flow of nodes (nested when Unpacked) and
-the optional Background_Context. `pagedctx.protocol.render` turns it (or a session state directly)
-into XML; `pagedctx.protocol.parse` turns XML back into it.
+the optional Background_Context. `pagedctx.protocol.paged_context.render` turns it (or a
+session state directly) into XML; `pagedctx.protocol.paged_context.parse` turns XML back into it.
 """
 
 from __future__ import annotations

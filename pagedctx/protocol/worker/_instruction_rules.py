@@ -1,6 +1,6 @@
 """Field rules, instruction models and Bus Fault construction of the worker grammar (P5, P9).
 
-Private: import from `pagedctx.protocol.instructions`.
+Private: import from `pagedctx.protocol.worker.instructions`.
 """
 
 from __future__ import annotations

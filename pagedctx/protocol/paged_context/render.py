@@ -6,7 +6,7 @@ Two entry points share one element builder, so they cannot drift apart:
   intermediate objects per node).
 
 Text is never concatenated into markup: every value goes through lxml, and strings XML 1.0 cannot
-carry are written in backslash form (`pagedctx.protocol.xml_text`). Pages are ordered on the
+carry are written in backslash form (`pagedctx.protocol.paged_context.xml_text`). Pages are ordered on the
 timeline (timestamp, then id). Every rendered document is validated; a failure is a bug, raised
 as ContextFormatError.
 
@@ -41,16 +41,16 @@ from lxml import etree
 
 from pagedctx.errors import ContextFormatError
 from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage, Page, PageType, SessionState, View
-from pagedctx.protocol.context import (
+from pagedctx.protocol.paged_context.context import (
     PROTOCOL_VERSION,
     ContextNode,
     PagedContextDocument,
     RegistryEntry,
     TraceStep,
 )
-from pagedctx.protocol.instructions_text import SHORT_INSTRUCTIONS
-from pagedctx.protocol.schema import validation_errors
-from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
+from pagedctx.protocol.paged_context.instructions_text import SHORT_INSTRUCTIONS
+from pagedctx.protocol.paged_context.schema import validation_errors
+from pagedctx.protocol.paged_context.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, encode, needs_escape
 
 __all__ = [
     "build_document_tree",

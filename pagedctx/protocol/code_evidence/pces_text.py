@@ -32,7 +32,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from pagedctx.protocol.pces import (
+from pagedctx.protocol.code_evidence.pces import (
     KEY,
     MAX_NESTING,
     SOURCE,
@@ -45,7 +45,7 @@ from pagedctx.protocol.pces import (
     quote,
     shape_problem,
 )
-from pagedctx.protocol.pcr import VIEWS, PcrSyntaxError, parse_ref, view_ref_problem
+from pagedctx.protocol.code_evidence.pcr import VIEWS, PcrSyntaxError, parse_ref, view_ref_problem
 
 __all__ = ["parse_pces", "render_pces"]
 

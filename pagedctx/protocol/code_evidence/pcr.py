@@ -1,7 +1,8 @@
 """PCR, the code-evidence request (SPEC C1-C5, C5: the request format is ours; docs/pcr.md).
 
-A request names the code an agent needs; the answer (`pagedctx.protocol.pces`) holds one `<evidence>`
-per `<need>`, in order, echoing each need's `ref` and `view` exactly (C1, C2). The text form:
+A request names the code an agent needs; the answer (`pagedctx.protocol.code_evidence.pces`)
+holds one `<evidence>` per `<need>`, in order, echoing each need's `ref` and `view` exactly (C1,
+C2). The text form:
 
 ```
 <pcr>

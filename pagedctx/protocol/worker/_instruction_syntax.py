@@ -1,6 +1,6 @@
 """The call-syntax parser of the worker grammar (seed 002 section 7.3): hand-written, iterative.
 
-Private: import from `pagedctx.protocol.instructions`. No recursion, no eval, linear in the input.
+Private: import from `pagedctx.protocol.worker.instructions`. No recursion, no eval, linear in the input.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from pagedctx.errors import SourcePosition
-from pagedctx.protocol._instruction_rules import (
+from pagedctx.protocol.worker._instruction_rules import (
     _PARAMS,
     Consult,
     Explore,

@@ -1,6 +1,6 @@
 """Violations and the rule catalogue shared by the envelope, manifest and module checks.
 
-Private: import `Violation` and `RULES` from `pagedctx.protocol.envelope`. This is the lowest of the
+Private: import `Violation` and `RULES` from `pagedctx.protocol.modules.envelope`. This is the lowest of the
 contract modules (envelope, manifest, module_contract and their private helpers all import it, it
 imports none of them): one `Violation` record, the table of fixed rule ids, and the JSON-path helpers
 every checker uses to say where a rule broke.

@@ -1,6 +1,6 @@
 """The rule checker behind `validate_envelope`: one envelope, one policy, every broken rule (M2-M5).
 
-Private: import from `pagedctx.protocol.envelope`. `Policy` is what a manifest (or, without one, a
+Private: import from `pagedctx.protocol.modules.envelope`. `Policy` is what a manifest (or, without one, a
 tier) decides for an envelope: the insight limit, whether insights need a `suggested_mapping`, the
 risk rule and whether a failure may carry `partial_data`. `Checker` walks the envelope field by field
 and collects a `Violation` for each rule it breaks; it never stops at the first one and never repairs.
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pagedctx.protocol._violations import MISSING, Violation, json_path, short_repr
-from pagedctx.protocol.manifest import TIER_DEFAULTS, ModuleManifest, RiskRule, Tier
+from pagedctx.protocol.modules._violations import MISSING, Violation, json_path, short_repr
+from pagedctx.protocol.modules.manifest import TIER_DEFAULTS, ModuleManifest, RiskRule, Tier
 
 __all__ = [
     "EXPLAIN_MAX_LENGTH",

@@ -34,7 +34,7 @@ from typing import Annotated, Literal, Self, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from pagedctx.errors import FailCode, ProtocolFault
-from pagedctx.protocol.pcr import (
+from pagedctx.protocol.code_evidence.pcr import (
     VIEWS,
     Need,
     RefField,

@@ -1,6 +1,6 @@
 """The JSON form of worker instructions and the whole worker answer (call syntax or envelope).
 
-Private: import from `pagedctx.protocol.instructions`.
+Private: import from `pagedctx.protocol.worker.instructions`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from pagedctx.errors import BusFault
-from pagedctx.protocol._instruction_rules import (
+from pagedctx.protocol._strict_json import JsonIssue, JsonSyntax, load_json
+from pagedctx.protocol.worker._instruction_rules import (
     _PARAMS,
     _WS,
     Consult,
@@ -30,8 +31,7 @@ from pagedctx.protocol._instruction_rules import (
     _short_repr,
     _split_keywords,
 )
-from pagedctx.protocol._instruction_syntax import parse_instructions
-from pagedctx.protocol._strict_json import JsonIssue, JsonSyntax, load_json
+from pagedctx.protocol.worker._instruction_syntax import parse_instructions
 
 # ---------------------------------------------------------------------------------------------------
 # JSON forms

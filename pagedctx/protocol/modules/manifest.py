@@ -6,7 +6,7 @@ decision medium/5/extensible, exploration low/20/extensible; there is always an 
 `parse_manifest` turns module.yaml text into one, or into violations whose paths name the file
 (`module.yaml:$.overflow.max_items`). YAML mappings may not repeat a key: PyYAML keeps the last one
 silently, we refuse it. Consistency between tier, strictness and overflow is checked by
-`pagedctx.protocol.module_contract.validate_module`, not here.
+`pagedctx.protocol.modules.module_contract.validate_module`, not here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticCustomError
 
-from pagedctx.protocol._violations import Violation, json_path, violation_at
+from pagedctx.protocol.modules._violations import Violation, json_path, violation_at
 
 __all__ = [
     "TIER_DEFAULTS",

@@ -1,16 +1,17 @@
 """The system instructions a `<PagedContext>` carries (P6, P9), short by default.
 
-`SHORT_INSTRUCTIONS` describe the dense rendering (`pagedctx.protocol.render`) and the three
+`SHORT_INSTRUCTIONS` describe the dense rendering (`pagedctx.protocol.paged_context.render`) and the three
 instructions in a few lines: every token of them is paid on every round, before any page.
-`LONG_INSTRUCTIONS` are the seed's fuller wording (`pagedctx.protocol.context.SYSTEM_INSTRUCTIONS`),
-for a model that needs them; `system_instructions(form)` picks one by name, as a profile would.
+`LONG_INSTRUCTIONS` are the seed's fuller wording
+(`pagedctx.protocol.paged_context.context.SYSTEM_INSTRUCTIONS`), for a model that needs them;
+`system_instructions(form)` picks one by name, as a profile would.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pagedctx.protocol.context import SYSTEM_INSTRUCTIONS
+from pagedctx.protocol.paged_context.context import SYSTEM_INSTRUCTIONS
 
 __all__ = [
     "INSTRUCTION_FORMS",

@@ -2,8 +2,8 @@
 
 A module's answer is an envelope. This module validates one (`validate_envelope`, `check_envelope`),
 parses one from JSON (`parse_envelope_json`), derives `meta.risk` (`aggregate_risk`) and builds the
-extensible-enum fragment (`extensible_enum`). The manifest lives in `pagedctx.protocol.manifest`,
-the module checks in `pagedctx.protocol.module_contract`; `Violation` and the rule catalogue `RULES`
+extensible-enum fragment (`extensible_enum`). The manifest lives in `pagedctx.protocol.modules.manifest`,
+the module checks in `pagedctx.protocol.modules.module_contract`; `Violation` and the rule catalogue `RULES`
 are exported from here.
 
 Envelope rules (`validate_envelope`) follow the v2.2 text, not its reference runtime (which lets a
@@ -30,7 +30,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from pagedctx.errors import EnvelopeViolation
-from pagedctx.protocol._envelope_checks import (
+from pagedctx.protocol._strict_json import JsonSyntax, load_json
+from pagedctx.protocol.modules._envelope_checks import (
     EXPLAIN_MAX_LENGTH,
     META_FIELDS,
     RISK_LEVELS,
@@ -40,10 +41,9 @@ from pagedctx.protocol._envelope_checks import (
     Risk,
     source_risks,
 )
-from pagedctx.protocol._module_schema import schema_violations
-from pagedctx.protocol._strict_json import JsonSyntax, load_json
-from pagedctx.protocol._violations import RULES, Violation, short_repr, violation_at
-from pagedctx.protocol.manifest import ModuleManifest, RiskRule, Tier
+from pagedctx.protocol.modules._module_schema import schema_violations
+from pagedctx.protocol.modules._violations import RULES, Violation, short_repr, violation_at
+from pagedctx.protocol.modules.manifest import ModuleManifest, RiskRule, Tier
 
 __all__ = [
     "CUSTOM_ENUM_MAX_LENGTH",

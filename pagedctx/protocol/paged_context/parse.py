@@ -1,10 +1,10 @@
 """Parse `<PagedContext>` XML back into a typed document (P6), strictly.
 
-Both node forms are read (`pagedctx.protocol.render`): the full one (every attribute, `<Summary>` /
-`<Content>` elements) and the dense one (the text is the node's own, attributes a reader can
-derive are left out: the view from the shape, the depth from the nesting, the origin from the
-parent or the container, the timestamp from the node before: `time` gives its end, `HH:MM` or
-`MM-DDTHH:MM`, the node before the rest).
+Both node forms are read (`pagedctx.protocol.paged_context.render`): the full one (every
+attribute, `<Summary>` / `<Content>` elements) and the dense one (the text is the node's own,
+attributes a reader can derive are left out: the view from the shape, the depth from the
+nesting, the origin from the parent or the container, the timestamp from the node before:
+`time` gives its end, `HH:MM` or `MM-DDTHH:MM`, the node before the rest).
 
 Input is untrusted: entities are not resolved, no DTD is loaded, nothing is fetched from the
 network, and a document type declaration is refused. Large documents (megabytes of page content)
@@ -20,9 +20,14 @@ from pydantic import ValidationError
 
 from pagedctx.errors import ContextFormatError
 from pagedctx.pages import Origin, PageType, View
-from pagedctx.protocol.context import ContextNode, PagedContextDocument, RegistryEntry, TraceStep
-from pagedctx.protocol.schema import validation_errors
-from pagedctx.protocol.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, decode
+from pagedctx.protocol.paged_context.context import (
+    ContextNode,
+    PagedContextDocument,
+    RegistryEntry,
+    TraceStep,
+)
+from pagedctx.protocol.paged_context.schema import validation_errors
+from pagedctx.protocol.paged_context.xml_text import ESCAPE_ATTRIBUTE, ESCAPE_VALUE, decode
 
 __all__ = ["parse_document", "parse_tree", "validate_text"]
 

@@ -35,10 +35,10 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing.exceptions import Unresolvable
 
-from pagedctx.protocol._module_schema import DOC_URI, document_registry
-from pagedctx.protocol._violations import MISSING, Found, Violation, json_path, violation_at
-from pagedctx.protocol.envelope import EXPLAIN_MAX_LENGTH, RISK_LEVELS
-from pagedctx.protocol.manifest import TIER_DEFAULTS, ModuleManifest, parse_manifest
+from pagedctx.protocol.modules._module_schema import DOC_URI, document_registry
+from pagedctx.protocol.modules._violations import MISSING, Found, Violation, json_path, violation_at
+from pagedctx.protocol.modules.envelope import EXPLAIN_MAX_LENGTH, RISK_LEVELS
+from pagedctx.protocol.modules.manifest import TIER_DEFAULTS, ModuleManifest, parse_manifest
 
 __all__ = ["validate_module"]
 

@@ -34,8 +34,8 @@ import functools
 import json
 from collections.abc import Iterable, Sequence
 
-from pagedctx.protocol._envelope_checks import EXPLAIN_MAX_LENGTH, RISK_LEVELS
-from pagedctx.protocol._instruction_rules import (
+from pagedctx.protocol.modules._envelope_checks import EXPLAIN_MAX_LENGTH, RISK_LEVELS
+from pagedctx.protocol.worker._instruction_rules import (
     _PARAMS,
     HANDLE_PREFIX,
     ID_DIGITS,

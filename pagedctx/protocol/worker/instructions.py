@@ -21,7 +21,7 @@ ws          := (' ' | TAB | CR | LF)*
 The parser is hand-written and iterative: no recursion, no eval, linear in the input length.
 """
 
-from pagedctx.protocol._instruction_rules import (
+from pagedctx.protocol.worker._instruction_rules import (
     VALID_FORMS,
     Consult,
     Explore,
@@ -30,8 +30,8 @@ from pagedctx.protocol._instruction_rules import (
     WorkerOutput,
     format_instruction,
 )
-from pagedctx.protocol._instruction_syntax import parse_instructions
-from pagedctx.protocol._worker_output import instructions_from_json, parse_worker_output
+from pagedctx.protocol.worker._instruction_syntax import parse_instructions
+from pagedctx.protocol.worker._worker_output import instructions_from_json, parse_worker_output
 
 __all__ = [
     "VALID_FORMS",
