@@ -48,7 +48,8 @@ from pagedctx.protocol.budget import BudgetShares
 if TYPE_CHECKING:
     from pagedctx.config import Config
     from pagedctx.engine import Engine
-    from pagedctx.host.records.bundle import BundleRecorder, BundleSink, BundleStep
+    from pagedctx.host.records.bundle import BundleStep
+    from pagedctx.host.records.bundle_recorder import BundleRecorder, BundleSink
     from pagedctx.host.records.trace import TraceSink
     from pagedctx.host.roles.consolidation import Pending, Submit
     from pagedctx.host.roles.transport import Router
@@ -115,7 +116,7 @@ class Session:
 
         chosen = _session_id(session_id)
         if bundle is not None:
-            from pagedctx.host.records.bundle import RecordingClock
+            from pagedctx.host.records.bundle_recorder import RecordingClock
 
             engine = engine.with_clock(RecordingClock(engine.clock))
         self._engine = engine
@@ -178,7 +179,7 @@ class Session:
         chosen = _session_id(session_id)  # checked before a bundle is opened for it
         recorder = None
         if bundle is not None:
-            from pagedctx.host.records.bundle import BundleRecorder
+            from pagedctx.host.records.bundle_recorder import BundleRecorder
 
             recorder = BundleRecorder.open(
                 Path(bundle),
@@ -214,7 +215,7 @@ class Session:
         """`step` appended to the session's bundle, with the clock's readings since the last one
         (inside `atomic()`: held, with its readings, until the block commits)."""
         if self._bundle is not None:
-            from pagedctx.host.records.bundle import RecordingClock
+            from pagedctx.host.records.bundle_recorder import RecordingClock
 
             clock = self._clock if isinstance(self._clock, RecordingClock) else None
             if self._held is not None:
@@ -234,7 +235,7 @@ class Session:
         (code indexes, added files' bytes, memory). Take `locked()` around it when other writers
         may change the session. Blocks do not nest.
         """
-        from pagedctx.host.records.bundle import RecordingClock
+        from pagedctx.host.records.bundle_recorder import RecordingClock
         from pagedctx.host.records.registry import SessionRegistry
         from pagedctx.host.store.staged import StagedStore
 
@@ -261,7 +262,7 @@ class Session:
             item.write(self)
 
     def _write_held(self, item: _HeldStep) -> None:
-        from pagedctx.host.records.bundle import BundleSink, RecordingClock
+        from pagedctx.host.records.bundle_recorder import BundleSink, RecordingClock
 
         assert self._bundle is not None
         if isinstance(item.step, BundleSink):  # an ask's rounds, kept in memory until now
@@ -278,7 +279,7 @@ class Session:
     def _bundle_sink(self) -> BundleSink | None:
         """Where an ask's rounds go in the bundle: its files, or (inside `atomic()`) memory until
         the block commits, numbered on from the rounds the bundle and the block hold."""
-        from pagedctx.host.records.bundle import BundleSink
+        from pagedctx.host.records.bundle_recorder import BundleSink
 
         if self._bundle is None:
             return None

@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from pagedctx.host.records.bundle import BundleRecorder, bundle_lock
+from pagedctx.host.records.bundle import bundle_lock
+from pagedctx.host.records.bundle_recorder import BundleRecorder
 
 # A second process: takes the manifest lock (`lock`) or opens the bundle as a writer (`open`), says
 # so, and keeps it until it is killed.
 HOLDER = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from pagedctx.host.records.bundle import BundleRecorder, bundle_lock\n"
+    "from pagedctx.host.records.bundle import bundle_lock\n"
+    "from pagedctx.host.records.bundle_recorder import BundleRecorder\n"
     "folder = Path(sys.argv[1])\n"
     "if sys.argv[2] == 'lock':\n"
     "    held = bundle_lock(folder)\n"

@@ -22,7 +22,8 @@ from session_factory import TURNS, write_dialogue
 from typer.testing import CliRunner
 
 from pagedctx.cli import app
-from pagedctx.host.records.bundle import BundleRecorder, load_manifest
+from pagedctx.host.records.bundle import load_manifest
+from pagedctx.host.records.bundle_recorder import BundleRecorder
 from pagedctx.host.store.scratch import OWNER_FILE, scratch_dir, sweep_stale
 from pagedctx.replay import replay_bundle
 from pagedctx.session import Session
@@ -102,7 +103,7 @@ KILLER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from pagedctx.host.records import bundle
+    from pagedctx.host.records import bundle_recorder as bundle
     from pagedctx.session import Session
 
     folder, store, dialogue = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
