@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pagedctx.host.code.languages import language_for_path
 from pagedctx.host.ingest.index import Index
-from pagedctx.host.pces.engine import answer_text
+from pagedctx.host.pces.answering import answer_text
 from pagedctx.host.store import keys
 
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"

@@ -13,7 +13,7 @@ One index in the engine's store holds every repository (`update` re-parses only 
 every read is answered from the repository it names (`repo`: a path or a folder name; default the
 first), never from another one the store also holds. A path outside its repository is refused.
 The CLI's code commands, the MCP tools and evolve stand on this door, not on the index, the
-selection, the PCES engine, the editor or the evidence harness themselves.
+selection, the PCES answerer, the editor or the evidence harness themselves.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ class Workspace:
     def evidence(self, request: str, repo: str | Path | None = None) -> str:
         """A PCR request answered as PCES (`<pcir>`): from `repo` when the workspace has
         repositories (indexed first), else from the store's whole index."""
-        from pagedctx.host.pces.engine import answer_text
+        from pagedctx.host.pces.answering import answer_text
 
         index = self.current(repo) if self.roots else self.index()
         index.require()  # no index: the same usage error as `select` (C4 `missing` is for refs)

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import FailCode
 from pagedctx.evidence.collector import collect, snapshot
-from pagedctx.evidence.export import schema_documents
 from pagedctx.evidence.query import query_evidence
 from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
+from pagedctx.evidence.schema_documents import schema_documents
 from pagedctx.evidence.schemas import FailClass, SubmitV1
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput

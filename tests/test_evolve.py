@@ -390,7 +390,7 @@ def test_history_pages_recent_in_detail_older_folded_under_budget() -> None:
     oldest roots first, never the latest attempt."""
     import re
 
-    from pagedctx.evolve.history import AttemptHistory
+    from pagedctx.evolve.attempt_pages import AttemptHistory
     from pagedctx.host.store.url import open_store
     from pagedctx.protocol.paged_context.parse import parse_document
 

@@ -92,7 +92,7 @@ def test_two_hundred_rounds_killed_at_a_random_moment_resume_exactly(tmp_path: P
     # Consolidator into groups of 8 and groups of those; every attempt still in the store
     from datetime import UTC, datetime
 
-    from pagedctx.evolve.history import AttemptHistory
+    from pagedctx.evolve.attempt_pages import AttemptHistory
     from pagedctx.protocol.tokens import token_counter
 
     counter = token_counter(load_config().tokenizer)

@@ -131,7 +131,7 @@ def test_cachetools_fix_is_found_in_round_three(releases: dict[str, Path], tmp_p
     from datetime import UTC, datetime
 
     from pagedctx.config import load_config
-    from pagedctx.evolve.history import AttemptHistory
+    from pagedctx.evolve.attempt_pages import AttemptHistory
     from pagedctx.evolve.records import EvolveStore
     from pagedctx.host.store.url import open_store
     from pagedctx.protocol.tokens import token_counter

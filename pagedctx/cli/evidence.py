@@ -199,7 +199,7 @@ def schemas(
     out: Path = typer.Option(Path("docs/schemas"), "--out", help="Folder for the JSON Schemas."),
 ) -> None:
     """Write the task input, submit, verdict, contract and fail-code schemas as JSON Schema."""
-    from pagedctx.evidence.export import schema_documents
+    from pagedctx.evidence.schema_documents import schema_documents
 
     out.mkdir(parents=True, exist_ok=True)
     for name, text in schema_documents().items():

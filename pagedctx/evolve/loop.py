@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from cachetools import LRUCache
 
 from pagedctx.errors import ProtocolFault, UsageError
+from pagedctx.evolve.attempt_pages import AttemptHistory, Consolidator, describe
 from pagedctx.evolve.folders import AttemptFolders
 from pagedctx.evolve.generator import Generated, Generator, GeneratorFault
-from pagedctx.evolve.history import AttemptHistory, Consolidator, describe
 from pagedctx.evolve.records import (
     Attempt,
     AttemptTokens,
@@ -441,7 +441,7 @@ class Evolution:
         return known
 
     def history(self) -> AttemptHistory:
-        """The attempts as pages (evolve/history.py), folded by the profile's Consolidator role."""
+        """The attempts as pages (evolve/attempt_pages.py), folded by the profile's Consolidator role."""
         if self._history is None:
             self._history = AttemptHistory(
                 self.records.store,

@@ -1,5 +1,5 @@
 """What the MCP server's tools and resources do, without the protocol: plain blocking
-calls on `pagedctx.Session`, the selection, the PCES engine, the editor and the evidence harness,
+calls on `pagedctx.Session`, the selection, the PCES answerer, the editor and the evidence harness,
 each answering with text a model reads without our docs, or raising a `PagedctxError` whose
 message says what was wrong (the server turns it into a tool error, never a crash).
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pagedctx.evidence.export import json_schema_text
+from pagedctx.evidence.schema_documents import json_schema_text
 from pagedctx.records import EvolveAttemptEvent, EvolveManifest, ModelCall, RoundEvent
-from pagedctx.replay.bundle import BundleManifest
+from pagedctx.replay.recording import BundleManifest
 from pagedctx.replay.verify import ReplayOutcome
 
 __all__ = ["SCHEMAS", "schema_documents", "write_schemas"]

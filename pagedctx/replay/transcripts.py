@@ -177,7 +177,7 @@ def _recent(texts: Sequence[str], budget: int, counter: Any) -> set[int]:
 def measure_transcript(transcript: Transcript, budget: int, config: Any, counter: Any) -> list[StepMeasure]:
     """Per assistant step with something needed: what pagedctx and the reference kept in view."""
     from pagedctx.engine import fixed_clock
-    from pagedctx.replay.bundle import private_config
+    from pagedctx.replay.recording import private_config
     from pagedctx.session import Session
 
     texts = [m.text for m in transcript.messages]

@@ -53,7 +53,7 @@ from pagedctx.records import (
     scratch_dir,
     trace_events,
 )
-from pagedctx.replay.bundle import private_config
+from pagedctx.replay.recording import private_config
 
 __all__ = ["AskComparison", "Divergence", "ReplayOutcome", "RoundComparison", "replay_bundle"]
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pagedctx.config import Config
 from pagedctx.errors import BudgetError, ConfigError, PagedctxError, StoreError, UsageError
-from pagedctx.serve.history import reconcile
+from pagedctx.serve.new_messages import reconcile
 from pagedctx.serve.openai_types import ChatRequest, FinishReason, PagedctxOptions, ServeError
 from pagedctx.serve.settings import ServeSettings
 from pagedctx.session import Session

@@ -1,4 +1,4 @@
-"""The look-ups of the PCES engine over one code index, cached for one request (SPEC C1-C3).
+"""The look-ups of the PCES answerer over one code index, cached for one request (SPEC C1-C3).
 
 Unit numbers, the chunks defining a symbol, a file's chunks in source order, the refs `u12`,
 `path::Q.name#N` and a bare symbol resolved to chunks (or the reason there are none), the indexed

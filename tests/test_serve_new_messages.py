@@ -1,4 +1,4 @@
-"""Which messages of a request are new (pagedctx/serve/history.py; issue 15: whole history each time;
+"""Which messages of a request are new (pagedctx/serve/new_messages.py; issue 15: whole history each time;
 issue 31: branches and repeated questions).
 
 Property-tested: whatever the held turns, the whole history, a window of it, the instructions plus a
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pagedctx.serve.history import Reconciled, _overlap, reconcile
+from pagedctx.serve.new_messages import Reconciled, _overlap, reconcile
 
 Said = tuple[str, str]
 said = st.tuples(
