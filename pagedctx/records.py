@@ -35,6 +35,7 @@ from pagedctx.host.records.bundle import (
     write_manifest,
 )
 from pagedctx.host.records.bundle_recorder import BundleSink, RecordingClock, ReplayClock, label_last_ask
+from pagedctx.host.records.integrity import KEY_VARIABLE, evolve_tampering, session_tampering
 from pagedctx.host.records.replay_outcome import (
     AskComparison,
     Divergence,
@@ -42,6 +43,7 @@ from pagedctx.host.records.replay_outcome import (
     RoundComparison,
     context_diff,
     known_causes,
+    tampered_outcome,
 )
 from pagedctx.host.records.trace import RoundEvent, read_trace, trace_events
 from pagedctx.host.records.trace_html import render_html as trace_page
@@ -49,6 +51,7 @@ from pagedctx.host.store.scratch import scratch_dir
 
 __all__ = [
     "BUNDLE_FORMAT",
+    "KEY_VARIABLE",
     "MANIFEST",
     "AskComparison",
     "AskStep",
@@ -76,6 +79,7 @@ __all__ = [
     "bundle_lock",
     "committed",
     "context_diff",
+    "evolve_tampering",
     "keep_copy",
     "known_causes",
     "label_last_ask",
@@ -85,7 +89,9 @@ __all__ = [
     "read_calls",
     "read_trace",
     "scratch_dir",
+    "session_tampering",
     "sha256_hex",
+    "tampered_outcome",
     "trace_events",
     "trace_page",
     "write_manifest",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundle_support import reseal
 from evolve_support import (
     BROKEN_ADD,
     RIGHT_ADD,
@@ -67,15 +68,6 @@ def _copy(recorded: Path, tmp_path: Path) -> Path:
 def _replay(bundle: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     result = CliRunner().invoke(app, ["replay", str(bundle), *extra])
     return result.exit_code, json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
-
-
-def _redigest(bundle: Path, name: str) -> None:
-    """The manifest's digest of `name` made to match it again (an edit the digests cannot see)."""
-    import hashlib
-
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["digests"][name] = hashlib.sha256((bundle / name).read_bytes()).hexdigest()
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
 
 
 @pytest.mark.slow
@@ -148,14 +140,21 @@ def test_a_changed_answer_diverges_at_its_attempt_with_the_cause_and_a_diff(
     recorded: Path, tmp_path: Path
 ) -> None:
     """D3, P15: one recorded generator answer changed (attempt 2's broken edit made the wrong
-    one): the replay diverges at attempt 2 on its modifications, the cause says the recorded
-    calls changed, the diff shows the two answers; exit 1."""
+    one) after the bundle was written: tampered, exit 3 (issue 34); the same answer in a bundle
+    sealed with it (another run's record): the replay diverges at attempt 2 on its modifications,
+    the diff shows the two answers; exit 1."""
     bundle = _copy(recorded, tmp_path)
     calls = (bundle / "calls.jsonl").read_text().splitlines()
     changed = json.loads(calls[1])
     changed["text"] = envelope([WRONG_ADD])
     calls[1] = json.dumps(changed)
     (bundle / "calls.jsonl").write_text("\n".join(calls) + "\n")
+    code, outcome, _ = _replay(bundle)
+    assert (code, outcome["status"], outcome["divergence"]) == (3, "tampered", None)
+    assert outcome["tampered"] == [
+        "the recorded model calls changed since the bundle was written (calls.jsonl)"
+    ]
+    reseal(bundle)
     code, outcome, stderr = _replay(bundle)
     assert code == 1
     divergence = outcome["divergence"]
@@ -163,9 +162,6 @@ def test_a_changed_answer_diverges_at_its_attempt_with_the_cause_and_a_diff(
         "diverged",
         2,
         "modifications_sha256",
-    )
-    assert (
-        "the recorded model calls changed since the bundle was written (calls.jsonl)" in divergence["cause"]
     )
     assert '-    "new_content": "def add(a, b):\\n    return a +\\n"' in divergence["diff"]
     assert '+    "new_content": ' in divergence["diff"] and "return a * b" in divergence["diff"]
@@ -177,12 +173,12 @@ def test_a_call_never_recorded_and_an_altered_copy_are_named(recorded: Path, tmp
     """D3, P15: the last recorded call gone (its digest made to match): attempt 3 asks the
     generator something the recording does not hold, a fault where a PASS was, and the cause
     says so; another package version and a copy of the original code altered are named before
-    the run, and the first attempt's payload (the code shown) diverges with the diff of the two
-    payloads."""
+    the run: an altered copy is the bundle's own file, so the bundle is tampered (exit 3, issue
+    34), and another version alone is a cause the outcome lists."""
     bundle = _copy(recorded, tmp_path)
     calls = (bundle / "calls.jsonl").read_text().splitlines()
     (bundle / "calls.jsonl").write_text("\n".join(calls[:2]) + "\n")
-    _redigest(bundle, "calls.jsonl")
+    reseal(bundle)
     code, outcome, _ = _replay(bundle)
     divergence = outcome["divergence"]
     assert (code, divergence["round"], divergence["field"]) == (1, 3, "modifications_sha256")
@@ -192,15 +188,14 @@ def test_a_call_never_recorded_and_an_altered_copy_are_named(recorded: Path, tmp
     digest = load_evolve_manifest(altered).base["calc/ops.py"]
     copy = altered / "inputs" / digest
     copy.write_text(copy.read_text().replace("Multiply two numbers.", "Multiply two numbers, fast."))
-    manifest = json.loads((altered / "manifest.json").read_text())
-    manifest["package_version"] = "0.0.1"
-    (altered / "manifest.json").write_text(json.dumps(manifest))
     code, outcome, _ = _replay(altered)
-    divergence = outcome["divergence"]
-    assert (code, divergence["round"], divergence["field"]) == (1, 1, "payload_sha256")
-    assert divergence["cause"].startswith("the package version differs: recorded 0.0.1, now ")
-    assert f"the bundle's copy of calc/ops.py was altered (inputs/{digest})" in divergence["cause"]
-    assert '+    """Multiply two numbers, fast."""' in divergence["diff"]
+    assert (code, outcome["status"]) == (3, "tampered")
+    assert outcome["tampered"] == [f"the bundle's copy of calc/ops.py was altered (inputs/{digest})"]
+    versioned = _copy(recorded, tmp_path / "versioned")
+    reseal(versioned, package_version="0.0.1")
+    code, outcome, _ = _replay(versioned)
+    assert (code, outcome["status"]) == (0, "reproduced")
+    assert outcome["causes"][0].startswith("the package version differs: recorded 0.0.1, now ")
 
 
 @pytest.mark.slow
@@ -261,7 +256,7 @@ def test_the_history_folds_replay_from_recorded_consolidator_calls(tmp_path: Pat
         "consolidator": "scripted:scripted",
     }
     manifest["config"]["models"]["roles"]["consolidator"] = {"backend": "baseline"}
-    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    reseal(bundle, config=manifest["config"])
     code, outcome, _ = _replay(bundle)
     assert (code, outcome["status"], outcome["rounds_replayed"]) == (0, "reproduced", 13), outcome
 
@@ -342,3 +337,22 @@ def test_context_text_shows_the_payload_and_the_answer() -> None:
     assert text.splitlines()[:2] == ['goal: "g"', "attempt: 2"]
     assert "--- code\na\nb\n--- history\n<P/>\n<Q/>\n--- modifications\n" in text
     assert "calc/ops.py::add" in text
+
+
+@pytest.mark.slow
+def test_an_edited_payload_is_tampered_even_with_the_digests_to_match(recorded: Path, tmp_path: Path) -> None:
+    """D3, P15 (issue 34): a generator payload in contexts.jsonl edited, the manifest's digests and
+    seal rewritten to match: the payload is checked against the attempt's payload_sha256 in the
+    trace; tampered, exit 3, never reproduced."""
+    bundle = _copy(recorded, tmp_path)
+    lines = (bundle / "contexts.jsonl").read_text().splitlines()
+    item = json.loads(lines[1])
+    item["payload"]["intent"] = "forged " + str(item["payload"].get("intent", ""))
+    lines[1] = json.dumps(item)
+    (bundle / "contexts.jsonl").write_text("\n".join(lines) + "\n")
+    reseal(bundle)
+    code, outcome, _ = _replay(bundle)
+    assert (code, outcome["status"]) == (3, "tampered")
+    number = item["attempt"]
+    said = f"the recorded payload of attempt {number} is not the one the trace says was sent (contexts.jsonl)"
+    assert outcome["tampered"] == [said]

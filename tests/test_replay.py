@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundle_support import reseal
 from sample_repo import write_repo
 from session_factory import DOC, write_dialogue
 from typer.testing import CliRunner
@@ -72,11 +73,10 @@ def test_a_changed_input_file_is_the_cause_at_round_zero_with_a_diff(tmp_path: P
 def test_another_package_version_that_renders_differently_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Item 2: the bundle was made by another version, and this one renders differently."""
+    """Item 2: the bundle was made by another version, and this one renders differently (the
+    version written into the manifest, sealed again: as that version would have written it)."""
     folder = _bundle(tmp_path)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["package_version"] = "0.0.1"
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    reseal(folder, package_version="0.0.1")
     from pagedctx.protocol.paged_context import instructions_text
 
     rules = instructions_text.SHORT_INSTRUCTIONS + "\n- A new rule."  # this "version" adds a rule
@@ -102,8 +102,9 @@ def _worker(actions: list[dict[str, Any]], answer: str | None) -> str:
 
 
 def test_a_changed_recorded_answer_diverges_at_its_round(tmp_path: Path) -> None:
-    """Item 2: a model role's recorded answer altered: the round that used it diverges, the cause
-    says the recorded calls changed."""
+    """Item 2, issue 34: a model role's recorded answer altered after the bundle was written: the
+    bundle is tampered (its calls no longer match the manifest), never reproduced; the same
+    answer in a bundle sealed with it (another run's record): the round that used it diverges."""
     consult = {"action": "Consult", "reason": "look closer", "id": "ffffffff"}  # unknown: a fault, round 2
     profile = _scripted_profile(tmp_path / "p.yaml", [_worker([consult], None), _worker([], "port 9090")])
     folder = _bundle(tmp_path, profile=str(profile))
@@ -114,9 +115,14 @@ def test_a_changed_recorded_answer_diverges_at_its_round(tmp_path: Path) -> None
     second["text"] = _worker([], "port 8080")
     (folder / "calls.jsonl").write_text("\n".join([calls[0], json.dumps(second)]) + "\n")
     outcome = replay_bundle(folder)
-    assert outcome.divergence is not None
+    assert outcome.status == "tampered" and outcome.divergence is None
+    assert outcome.tampered == (
+        "the recorded model calls changed since the bundle was written (calls.jsonl)",
+    )
+    reseal(folder)
+    outcome = replay_bundle(folder)
+    assert outcome.status == "diverged" and outcome.divergence is not None and outcome.tampered == ()
     assert (outcome.divergence.round, outcome.divergence.field) == (1, "worker_output")
-    assert "the recorded model calls changed since the bundle was written" in outcome.divergence.cause
 
 
 def test_a_counterfactual_at_half_the_budget_is_compared_round_by_round(tmp_path: Path) -> None:

@@ -80,9 +80,15 @@ def compared(name: str = "b-half") -> dict[str, Any]:
     )  # fmt: skip
 
 
+def tampered(name: str = "b-altered") -> dict[str, Any]:
+    return outcome(
+        "tampered", name, tampered=("the bundle's contexts.jsonl changed since the bundle was written",)
+    )
+
+
 def batch() -> list[dict[str, Any]]:
-    """Input order: reproduced, compared, failed, diverged (the page reorders)."""
-    return [outcome("reproduced", "b-ok"), compared(), failed("b-broken"), diverged()]
+    """Input order: reproduced, compared, failed, diverged, tampered (the page reorders)."""
+    return [outcome("reproduced", "b-ok"), compared(), failed("b-broken"), diverged(), tampered()]
 
 
 def html_root(page: str) -> lxml.html.HtmlElement:
@@ -101,34 +107,52 @@ def points(line: lxml.html.HtmlElement) -> list[tuple[float, float]]:
 
 def test_header_counts_and_sections_diverged_first() -> None:
     """Issue 17 item 2 (D3, P15): the header counts every status and sums the seconds; one section
-    per bundle, the diverged ones first and open, then the failed (open), compared, reproduced;
-    each status told by colour AND text."""
+    per bundle, the tampered (issue 34) and diverged ones first and open, then the failed (open),
+    compared, reproduced; each status told by colour AND text."""
     root = html_root(report_html(batch()))
     header = root.find_class("top")[0].text_content()
-    assert "pagedctx replay: 4 bundles" in header
+    assert "pagedctx replay: 5 bundles" in header
     counts = root.find_class("counts")[0]
     badges = [b.text_content() for b in counts.find_class("badge")]
-    assert badges == ["\u2716 DIVERGED", "\u26a0 FAILED", "\u21c4 COMPARED", "\u2714 REPRODUCED"]
-    assert counts.text_content().split()[2::3] == ["1", "1", "1", "1"]
-    assert "4.25 s summed over the bundles" in header  # 0.75 + 2.0 + 1.5; the failed one has none
-    assert "12 recorded, 11 replayed" in header
+    assert badges == [
+        "\u2620 TAMPERED",
+        "\u2716 DIVERGED",
+        "\u26a0 FAILED",
+        "\u21c4 COMPARED",
+        "\u2714 REPRODUCED",
+    ]
+    assert counts.text_content().split()[2::3] == ["1", "1", "1", "1", "1"]
+    assert "5.00 s summed over the bundles" in header  # 0.75 + 2.0 + 1.5 + 0.75; the failed one has none
+    assert "16 recorded, 15 replayed" in header
     assert "5,400 recorded \u2192 4,400 replayed (-18.5%)" in header  # the compared run's tokens
     statusbar = root.find_class("statusbar")[0]
     assert [r.get("class") for r in statusbar.iter("rect")] == [
-        "status-diverged", "status-failed", "status-compared", "status-reproduced",
+        "status-tampered", "status-diverged", "status-failed", "status-compared", "status-reproduced",
     ]  # fmt: skip
     found = sessions(root)
-    assert [d.get("data-status") for d in found] == ["diverged", "failed", "compared", "reproduced"]
-    assert [d.get("id") for d in found] == ["bundle-3", "bundle-2", "bundle-1", "bundle-0"]  # input index
-    assert [d.get("open") is not None for d in found] == [True, True, False, False]
+    assert [d.get("data-status") for d in found] == [
+        "tampered",
+        "diverged",
+        "failed",
+        "compared",
+        "reproduced",
+    ]
+    assert [d.get("id") for d in found] == [
+        "bundle-4",
+        "bundle-3",
+        "bundle-2",
+        "bundle-1",
+        "bundle-0",
+    ]  # input index
+    assert [d.get("open") is not None for d in found] == [True, True, True, False, False]
     for section in found:
         status = str(section.get("data-status"))
         assert f"status-{status}" in section.classes
         assert section.find_class("badge")[0].text_content().endswith(status.upper())
     attention = root.find_class("attention")[0]
-    assert [a.get("href") for a in attention.iter("a")] == ["#bundle-3", "#bundle-2"]
+    assert [a.get("href") for a in attention.iter("a")] == ["#bundle-4", "#bundle-3", "#bundle-2"]
     assert "round 2" in attention.text_content()
-    reproduced = found[3]
+    reproduced = found[4]
     assert "4 replayed / 4 recorded" in reproduced.text_content()
     assert not reproduced.find_class("divergence") and not reproduced.find_class("answers")
 
@@ -351,10 +375,16 @@ def test_headless_chromium_draws_the_report(tmp_path: Path) -> None:
         assert pixels_of(pixels, colour) > 400, status
     dom = html_root(dumped)
     assert not list(dom.iter("script"))
-    assert "pagedctx replay: 4 bundles" in dom.find_class("top")[0].text_content()
+    assert "pagedctx replay: 5 bundles" in dom.find_class("top")[0].text_content()
     assert dom.find_class("rounds-histogram") and dom.find_class("token-change-histogram")
     found = sessions(dom)
-    assert [d.get("data-status") for d in found] == ["diverged", "failed", "compared", "reproduced"]
-    assert found[0].get("open") is not None
-    assert found[0].find_class("add")[0].text_content() == f"+<Page id='p1'>{HOSTILE} changed</Page>"
-    assert len(found[0].find_class("tokens-curve")[0].findall(".//polyline")) >= 2
+    assert [d.get("data-status") for d in found] == [
+        "tampered",
+        "diverged",
+        "failed",
+        "compared",
+        "reproduced",
+    ]
+    assert found[0].get("open") is not None and found[1].get("open") is not None
+    assert found[1].find_class("add")[0].text_content() == f"+<Page id='p1'>{HOSTILE} changed</Page>"
+    assert len(found[1].find_class("tokens-curve")[0].findall(".//polyline")) >= 2

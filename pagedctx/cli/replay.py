@@ -21,6 +21,7 @@ from typing import Any
 import typer
 
 EXIT_DIVERGED = 1
+EXIT_TAMPERED = 3  # a bundle's own files changed since it was written: never reproduced
 
 
 Job = tuple[str, int | None, float | None, str | None]  # folder, budget, budget scale, profile
@@ -151,6 +152,8 @@ def _summarise(outcomes: list[dict[str, Any]], report: Path | None) -> None:
         rounds = f"{outcome.get('rounds_replayed', '-')}/{outcome.get('rounds_recorded', '-')}"
         where = f"round {divergence['round']}: {divergence['field']}" if divergence else "-"
         cause = divergence.get("cause") or outcome.get("error") or "-"
+        if outcome.get("status") == "tampered":
+            where, cause = "-", "; ".join(outcome.get("tampered") or ())
         if outcome.get("mode") == "counterfactual":
             where, cause = _compared(outcome)
         table.add_row(Path(outcome["bundle"]).name, outcome["status"], rounds, where, str(cause)[:120])
@@ -250,5 +253,7 @@ def replay(
                     outcomes.append(outcome)
                     progress.advance(task)
     _summarise(outcomes, report)
+    if any(o["status"] == "tampered" for o in outcomes):
+        raise typer.Exit(EXIT_TAMPERED)
     if any(o["status"] in ("diverged", "failed") for o in outcomes):
         raise typer.Exit(EXIT_DIVERGED)

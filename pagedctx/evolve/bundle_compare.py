@@ -20,7 +20,6 @@ from pagedctx.records import (
     RoundComparison,
     context_diff,
     known_causes,
-    sha256_hex,
 )
 
 __all__ = ["COMPARED", "best_attempt", "comparisons", "environment_causes", "first_divergence"]
@@ -40,22 +39,13 @@ COMPARED = (
 
 
 def environment_causes(folder: Path, manifest: EvolveManifest) -> list[str]:
-    """What differs from when the bundle was recorded, found before anything runs."""
+    """What differs outside the bundle from when it was recorded, found before anything runs (the
+    bundle's own files: host/records/integrity.py)."""
     from pagedctx._version import __version__
 
     causes = []
     if manifest.package_version != __version__:
         causes.append(f"the package version differs: recorded {manifest.package_version}, now {__version__}")
-    for path, digest in sorted(manifest.base.items()):
-        copy = folder / "inputs" / digest
-        if not copy.is_file():
-            causes.append(f"the bundle's copy of {path} is missing (inputs/{digest})")
-        elif sha256_hex(copy.read_bytes()) != digest:
-            causes.append(f"the bundle's copy of {path} was altered (inputs/{digest})")
-    for name, digest in sorted(manifest.digests.items()):
-        if not (folder / name).is_file() or sha256_hex((folder / name).read_bytes()) != digest:
-            what = "the recorded model calls" if name == manifest.calls else f"the bundle's {name}"
-            causes.append(f"{what} changed since the bundle was written ({name})")
     return causes
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedctx.errors import PagedctxError, UsageError
-from pagedctx.evolve.bundle import attempt_event, context_text
+from pagedctx.evolve.bundle import attempt_event, context_text, payload_digest
 from pagedctx.evolve.bundle_compare import (
     best_attempt,
     comparisons,
@@ -38,8 +38,10 @@ from pagedctx.records import (
     EvolveManifest,
     ReplayClock,
     ReplayOutcome,
+    evolve_tampering,
     load_evolve_manifest,
     scratch_dir,
+    tampered_outcome,
 )
 
 __all__ = ["private_config", "replay_evolve_bundle"]
@@ -174,6 +176,7 @@ def replay_evolve_bundle(
     started = time.perf_counter()
     folder = Path(folder)
     manifest = load_evolve_manifest(folder)
+    tampered = evolve_tampering(folder, manifest, payload_digest)  # before anything runs
     if budget_scale is not None and budget_scale <= 0:
         raise UsageError(f"budget scale {budget_scale}: give a share above 0 (0.5: half the budget)")
     counterfactual = budget is not None or profile is not None or budget_scale is not None
@@ -207,6 +210,9 @@ def replay_evolve_bundle(
         "rounds": comparisons(recorded, replayed),
         "answers": (best_attempt(recorded), best_attempt(replayed)),
     }
+    if tampered:
+        seconds = time.perf_counter() - started
+        return tampered_outcome(common, counterfactual=counterfactual, tampered=tampered, seconds=seconds)
     if counterfactual:
         return ReplayOutcome(
             **common, mode="counterfactual", status="compared", seconds=time.perf_counter() - started

@@ -46,10 +46,19 @@ __all__ = ["MAX_DIFF_CHARS", "MAX_TEXT_CHARS", "STATUSES", "STATUS_COLOURS", "re
 
 MAX_DIFF_CHARS = 200_000  # a divergence's diff is cut past this (at a line end), with a marker
 MAX_TEXT_CHARS = 20_000  # causes, errors, answers, recorded/replayed values
-STATUSES = ("diverged", "failed", "compared", "reproduced")  # the order of the sections
-STATUS_COLOURS = {"reproduced": "#2e8b57", "diverged": "#c0392b", "compared": "#2f6db5", "failed": "#7d3c98"}
-_MARKS = {"reproduced": "\u2714", "diverged": "\u2716", "compared": "\u21c4", "failed": "\u26a0"}  # ✔ ✖ ⇄ ⚠
-_OPEN = frozenset({"diverged", "failed"})
+STATUSES = ("tampered", "diverged", "failed", "compared", "reproduced")  # the order of the sections
+STATUS_COLOURS = {
+    "reproduced": "#2e8b57", "diverged": "#c0392b", "compared": "#2f6db5", "failed": "#7d3c98",
+    "tampered": "#8b0000",
+}  # fmt: skip
+_MARKS = {
+    "reproduced": "\u2714",
+    "diverged": "\u2716",
+    "compared": "\u21c4",
+    "failed": "\u26a0",
+    "tampered": "\u2620",
+}  # ✔ ✖ ⇄ ⚠ ☠; fmt: skip
+_OPEN = frozenset({"tampered", "diverged", "failed"})
 _SIGNS = (("fewer", "fewer tokens"), ("same", "the same"), ("more", "more tokens"))
 _KEEPER = "report.json"
 
@@ -278,6 +287,9 @@ def _answer(value: object) -> str | None:
 
 def _read(index: int, outcome: Mapping[str, Any]) -> _Outcome:
     status, causes, rounds = outcome.get("status"), outcome.get("causes"), outcome.get("rounds")
+    tampered = outcome.get("tampered")
+    if isinstance(tampered, list | tuple) and tampered:  # shown first among the causes
+        causes = [*(f"the bundle was altered: {_str(t)}" for t in tampered), *(causes or ())]
     divergence, asks = outcome.get("divergence"), outcome.get("asks")
     answers = _pair(outcome.get("answers"))
     return _Outcome(

@@ -51,6 +51,8 @@ from pagedctx.records import (
     load_manifest,
     materialise_sources,
     scratch_dir,
+    session_tampering,
+    tampered_outcome,
     trace_events,
 )
 from pagedctx.replay.recording import private_config
@@ -82,36 +84,21 @@ def _repo_causes(repo: BundleRepo, root: Path) -> list[str]:
 def environment_causes(
     folder: Path, manifest: BundleManifest, relocated: frozenset[str] = frozenset()
 ) -> list[str]:
-    """What differs from when the bundle was recorded, before anything runs (`relocated`: roots
-    replayed from the bundle's copied sources, whose files are checked by their copies)."""
+    """What differs outside the bundle from when it was recorded, before anything runs (`relocated`:
+    roots replayed from the bundle's copied sources, checked with the bundle's integrity)."""
     from pagedctx._version import __version__
 
     causes = []
     if manifest.package_version != __version__:
         causes.append(f"the package version differs: recorded {manifest.package_version}, now {__version__}")
-    for item in (*manifest.dialogues, *manifest.docs):
-        copy = folder / item.file
-        if not copy.is_file():
-            causes.append(f"the bundle's copy of {item.name} is missing ({item.file})")
-        elif _sha(copy.read_bytes()) != item.sha256:
-            causes.append(f"the bundle's copy of {item.name} was altered ({item.file})")
     for repo in manifest.repos:
         if repo.changed:
             causes.append(
                 f"{len(repo.changed)} file(s) of {repo.root} changed during the recorded session "
                 f"({', '.join(repo.changed[:3])}): a replay sees only their last state"
             )
-        if repo.root in relocated:
-            for path, digest in sorted(repo.files.items()):
-                copy = folder / "inputs" / digest
-                if not copy.is_file() or _sha(copy.read_bytes()) != digest:
-                    causes.append(f"the bundle's copy of {path} ({repo.root}) is missing or altered")
-        else:
+        if repo.root not in relocated:  # a relocated one is the bundle's copies: its integrity
             causes.extend(_repo_causes(repo, Path(repo.root)))
-    for name, digest in sorted(manifest.digests.items()):
-        if not (folder / name).is_file() or _sha(committed(folder, manifest, name)) != digest:
-            what = "the recorded model calls" if name == manifest.calls else f"the bundle's {name}"
-            causes.append(f"{what} changed since the bundle was written ({name})")
     return causes
 
 
@@ -392,6 +379,7 @@ def replay_bundle(
 
     started = time.perf_counter()
     manifest = load_manifest(folder)
+    tampered = session_tampering(folder, manifest)  # before anything runs: what a replay compares with
     counterfactual = budget is not None or profile is not None or budget_scale is not None
     config = load_config(profile=profile) if profile is not None else Config.model_validate(manifest.config)
     calls = committed(folder, manifest, manifest.calls)
@@ -430,6 +418,9 @@ def replay_bundle(
         "asks": _ask_comparisons(manifest.asks, results, recorded),
         "relocated": tuple(sorted(relocated)),
     }  # fmt: skip
+    if tampered:
+        seconds = time.perf_counter() - started
+        return tampered_outcome(common, counterfactual=counterfactual, tampered=tampered, seconds=seconds)
     if counterfactual:
         return ReplayOutcome(
             **common, mode="counterfactual", status="compared", seconds=time.perf_counter() - started

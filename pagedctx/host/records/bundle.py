@@ -213,6 +213,11 @@ class BundleManifest(BaseModel):
         "readers read no further (what a writer killed mid-ask appended after is not part of the "
         "bundle; the next writer cuts it off). Absent in bundles written before it: the whole files",
     )
+    seal: str | None = Field(
+        default=None,
+        description="sha256 (or, keyed with PAGEDCTX_BUNDLE_KEY, HMAC-SHA256) of this manifest's canonical "
+        "JSON without the seal: an edit after writing breaks it (host/records/integrity.py)",
+    )
 
     @property
     def asks(self) -> tuple[AskStep, ...]:
@@ -285,6 +290,11 @@ class EvolveManifest(BaseModel):
     calls: str = "calls.jsonl"
     digests: dict[str, str] = Field(
         default_factory=dict, description="sha256 of the bundle's trace, contexts and calls files"
+    )
+    seal: str | None = Field(
+        default=None,
+        description="sha256 (or, keyed with PAGEDCTX_BUNDLE_KEY, HMAC-SHA256) of this manifest's canonical "
+        "JSON without the seal: an edit after writing breaks it (host/records/integrity.py)",
     )
 
 
@@ -359,9 +369,13 @@ def bundle_lock(folder: Path) -> Iterator[None]:
 
 
 def write_manifest(folder: Path, manifest: BaseModel) -> None:
-    """The manifest written atomically: a bundle is whole whenever its manifest exists."""
+    """The manifest written atomically, sealed (host/records/integrity.py): a bundle is whole
+    whenever its manifest exists."""
+    from pagedctx.host.records.integrity import bundle_key, seal_of
+
+    sealed = manifest.model_copy(update={"seal": seal_of(manifest, bundle_key())})
     staged = folder / f"{MANIFEST}.{os.getpid()}.partial"
-    staged.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    staged.write_text(sealed.model_dump_json(indent=2) + "\n", encoding="utf-8")
     os.replace(staged, folder / MANIFEST)
 
 

@@ -5,7 +5,7 @@ of the two contexts, and the comparisons of a counterfactual run. Shared by ever
 from __future__ import annotations
 
 import difflib
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +17,7 @@ __all__ = [
     "RoundComparison",
     "context_diff",
     "known_causes",
+    "tampered_outcome",
 ]
 
 DIFF_LINES = 400  # lines of a divergence's context diff kept in a report
@@ -57,19 +58,21 @@ class AskComparison(BaseModel):
 
 
 class ReplayOutcome(BaseModel):
-    """One bundle's replay: reproduced, diverged (with the first divergence), or compared (a
-    counterfactual run), and what was measured."""
+    """One bundle's replay: reproduced, diverged (with the first divergence), compared (a
+    counterfactual run), or tampered (the bundle's own files changed since it was written:
+    `tampered` says what; never reproduced, whatever the run did), and what was measured."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     bundle: str
     session: str
     mode: Literal["verify", "counterfactual"]
-    status: Literal["reproduced", "diverged", "compared"]
+    status: Literal["reproduced", "diverged", "compared", "tampered"]
     rounds_recorded: int
     rounds_replayed: int
     seconds: float
     causes: tuple[str, ...] = ()  # what differs in the environment, found before running
+    tampered: tuple[str, ...] = ()  # what of the bundle's own files changed (host/records/integrity.py)
     divergence: Divergence | None = None
     error: str | None = None  # what stopped the replayed run, if anything did
     rounds: tuple[RoundComparison, ...] = ()
@@ -99,3 +102,12 @@ def context_diff(recorded: str | None, replayed: str | None, index: int) -> str:
 def known_causes(causes: list[str]) -> str:
     """The causes found before a replay ran, as one divergence cause (the first five named)."""
     return "; ".join(causes[:5]) + (f" (and {len(causes) - 5} more)" if len(causes) > 5 else "")
+
+
+def tampered_outcome(
+    common: dict[str, Any], *, counterfactual: bool, tampered: list[str], seconds: float
+) -> ReplayOutcome:
+    """The outcome of a replay whose bundle's own files changed since it was written: tampered,
+    whatever the run did (host/records/integrity.py)."""
+    mode: Literal["verify", "counterfactual"] = "counterfactual" if counterfactual else "verify"
+    return ReplayOutcome(**common, mode=mode, status="tampered", tampered=tuple(tampered), seconds=seconds)
