@@ -29,7 +29,7 @@ from pagedctx.errors import (
     UsageError,
 )
 from pagedctx.evolve.folders import AcceptRefused
-from pagedctx.host.edit.editor import EditRefused
+from pagedctx.host.edit.batch_write import EditRefused
 from pagedctx.protocol.code_evidence.pces import PcesFormatError
 from pagedctx.protocol.code_evidence.pcr import PcrSyntaxError
 
