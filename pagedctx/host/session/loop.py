@@ -36,7 +36,8 @@ from pagedctx.host.roles.consolidation import (
     in_process,
     merge_group,
 )
-from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan, reveal
+from pagedctx.host.roles.revealing import apply_plan, reveal
+from pagedctx.host.roles.router import RouterConfig, RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
