@@ -104,7 +104,7 @@ def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
 
 
 def _test_seconds(folder: Path) -> float:
-    from pagedctx.evidence.collector import RunRecord
+    from pagedctx.evidence.run_record import RunRecord
 
     try:
         record = RunRecord.model_validate_json((folder / "logs" / "commands.json").read_text())
