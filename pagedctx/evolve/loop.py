@@ -21,6 +21,8 @@ stops:     PASS (--until pass), the rounds, --max-tokens (BUDGET_EXCEEDED), --ti
 
 A process killed at any moment loses only the attempt it was in: an attempt is recorded whole
 when it is finished, the next run rebuilds `work/` for it from the store and runs it again.
+
+One room: the goal runner, from opening its session (`open_evolution`) to the attempts it records.
 """
 
 from __future__ import annotations

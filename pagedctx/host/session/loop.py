@@ -10,6 +10,9 @@ end_round (drafts solidify or go) --> trace event; stop on an answer or at the r
 The same loop serves the in-process runtime and, later, the Ray actors: roles are callables.
 A Bus Fault (malformed worker output) or a refused round is a fault step in the trace; the state
 stays as it was before the worker spoke.
+
+One room: the round in the order above (plan, view, the worker's acts, its record) is one job, and
+its steps share the round's state and fault handling.
 """
 
 from __future__ import annotations
