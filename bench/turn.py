@@ -13,7 +13,7 @@ Rounds run one after another on the same state, as `run_rounds` runs them, each 
 intent drawn from the vocabulary of a random page. Stages, each including the loop's glue around
 it (what `run_rounds` does between them):
 - address: `router.address` (BM25 recall over 100k pages, precision against summaries; no blocks);
-- apply_plan: `router.apply_plan` (reveal Hot and Indexed pages) + syncing the page search;
+- apply_plan: `revealing.apply_plan` (reveal Hot and Indexed pages) + syncing the page search;
 - synthesize: the loop's focus and relevance + `synthesis.synthesize` (budget 8,000 cl100k tokens:
   overflow governance, exact count, schema validation);
 - bus: parsing a fixed worker output (two Consults and two Shelves of pages the view shows) +
@@ -45,7 +45,8 @@ import tiktoken
 from lxml import etree
 
 from pagedctx.host.blocks.base import ProviderSet
-from pagedctx.host.roles.router import RouterConfig, RouterPlan, address, apply_plan
+from pagedctx.host.roles.revealing import apply_plan
+from pagedctx.host.roles.router import RouterConfig, RouterPlan, address
 from pagedctx.host.roles.transport import LocalRouter
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.loop import (  # run_rounds's own steps

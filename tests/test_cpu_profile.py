@@ -24,7 +24,8 @@ from sample_repo import write_repo
 from serve_support import free_port
 from system_needs import needs_cpu_extra
 
-from pagedctx.actors.llama_server import answering_models, llama_plan, weights_path
+from pagedctx.actors.llama_server import answering_models, llama_plan
+from pagedctx.actors.llama_weights import weights_path
 from pagedctx.config import load_config
 
 pytestmark = [pytest.mark.slow, needs_cpu_extra]

@@ -14,7 +14,8 @@ from pagedctx.cli import app
 from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
 from pagedctx.host.code.chunker import chunk_file
-from pagedctx.host.edit.editor import EditRefused, apply_modifications
+from pagedctx.host.edit.batch_write import EditRefused
+from pagedctx.host.edit.editor import apply_modifications
 from pagedctx.host.edit.modification import ActionType, CodeModification
 
 NO_FORMAT: dict[str, tuple[tuple[str, ...], ...]] = {}

@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from pagedctx.cli import app
 from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
-from pagedctx.host.edit.editor import EditRefused, apply_modifications
+from pagedctx.host.edit.batch_write import EditRefused
+from pagedctx.host.edit.editor import apply_modifications
 from pagedctx.host.edit.modification import ActionType, CodeModification
 
 NO_FORMAT: dict[str, tuple[tuple[str, ...], ...]] = {}

@@ -29,9 +29,9 @@ from pagedctx.errors import (
     UsageError,
 )
 from pagedctx.evolve.folders import AcceptRefused
-from pagedctx.host.edit.editor import EditRefused
+from pagedctx.host.edit.batch_write import EditRefused
 from pagedctx.protocol.code_evidence.pces import PcesFormatError
-from pagedctx.protocol.code_evidence.pcr import PcrSyntaxError
+from pagedctx.protocol.code_evidence.refs import PcrSyntaxError
 
 # One sample per class, every declared field set away from its default, so a field that does not
 # survive a round trip shows. A new subclass without a sample here fails the tests below.

@@ -14,13 +14,14 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import FailCode
-from pagedctx.evidence.collector import collect, snapshot
+from pagedctx.evidence.collector import collect
 from pagedctx.evidence.query import query_evidence
 from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
 from pagedctx.evidence.schema_documents import schema_documents
 from pagedctx.evidence.schemas import FailClass, SubmitV1
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput
+from pagedctx.evidence.tree import snapshot
 from pagedctx.evidence.validator import validate_evidence
 from pagedctx.evidence.verdict import judge
 
@@ -135,7 +136,7 @@ def test_missing_artifacts_and_a_lying_submit_fail(tmp_path: Path) -> None:
     submit = json.loads((folder / "submit.json").read_text())
     submit["changed_files"] = []
     (folder / "submit.json").write_text(json.dumps(submit))
-    from pagedctx.evidence.collector import write_manifest
+    from pagedctx.evidence.run_record import write_manifest
 
     write_manifest(folder)  # even re-signed, the claim must match the real diff
     verdict = judge(contract_for(task), folder, task)

@@ -25,7 +25,6 @@ from typer.testing import CliRunner
 from pagedctx.actors.llama_server import (
     THREADS_VARIABLE,
     LlamaPlan,
-    Weights,
     answering_models,
     ensure_servers,
     llama_plan,
@@ -33,6 +32,7 @@ from pagedctx.actors.llama_server import (
     servers_reached,
     stop_servers,
 )
+from pagedctx.actors.llama_weights import Weights
 from pagedctx.cli import app
 from pagedctx.config import load_config
 from pagedctx.errors import BackendError, ConfigError, UsageError

@@ -15,7 +15,8 @@ from pagedctx.host.pces import answer, answer_text
 from pagedctx.host.store.url import open_store
 from pagedctx.protocol.code_evidence.pces import PcesAnswer
 from pagedctx.protocol.code_evidence.pces_text import parse_pces
-from pagedctx.protocol.code_evidence.pcr import VIEWS, Need, PcrRequest, PcrSyntaxError, parse_pcr
+from pagedctx.protocol.code_evidence.pcr import Need, PcrRequest, parse_pcr
+from pagedctx.protocol.code_evidence.refs import VIEWS, PcrSyntaxError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pces"
 

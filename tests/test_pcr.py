@@ -38,20 +38,17 @@ from pagedctx.protocol.code_evidence.pces import (
     unit_id,
 )
 from pagedctx.protocol.code_evidence.pces_text import parse_pces, render_pces
-from pagedctx.protocol.code_evidence.pcr import (
+from pagedctx.protocol.code_evidence.pcr import Need, PcrRequest, format_pcr, parse_pcr
+from pagedctx.protocol.code_evidence.refs import (
     REF_FORMS,
     VIEWS,
     CallchainRef,
     FileRef,
     LayoutRef,
-    Need,
-    PcrRequest,
     PcrSyntaxError,
     QualifiedRef,
     SymbolRef,
     UnitRef,
-    format_pcr,
-    parse_pcr,
     parse_ref,
 )
 

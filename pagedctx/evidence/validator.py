@@ -22,7 +22,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from pagedctx.errors import FailCode, UsageError
-from pagedctx.evidence.collector import ANNOTATIONS, MANIFEST_FORMAT
+from pagedctx.evidence.run_record import ANNOTATIONS, MANIFEST_FORMAT
 from pagedctx.evidence.schemas import SubmitV1
 from pagedctx.evidence.seal import load_key
 from pagedctx.evidence.task import TaskInput

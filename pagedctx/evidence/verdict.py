@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from pagedctx.errors import FailCode
 from pagedctx.evidence.acceptance import guarded_paths, outcome_of
 from pagedctx.evidence.classifier import classify
-from pagedctx.evidence.collector import RunRecord
+from pagedctx.evidence.run_record import RunRecord
 from pagedctx.evidence.schemas import FailClass, TaskContract, VerdictChecks, VerdictV1
 from pagedctx.evidence.secrets import redact
 from pagedctx.evidence.task import TaskInput

@@ -21,6 +21,8 @@ stops:     PASS (--until pass), the rounds, --max-tokens (BUDGET_EXCEEDED), --ti
 
 A process killed at any moment loses only the attempt it was in: an attempt is recorded whole
 when it is finished, the next run rebuilds `work/` for it from the store and runs it again.
+
+One room: the goal runner, from opening its session (`open_evolution`) to the attempts it records.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def _acceptance(task: EvolveTask, folder: Path, trusted: bool) -> int:
 
 
 def _test_seconds(folder: Path) -> float:
-    from pagedctx.evidence.collector import RunRecord
+    from pagedctx.evidence.run_record import RunRecord
 
     try:
         record = RunRecord.model_validate_json((folder / "logs" / "commands.json").read_text())

@@ -29,55 +29,37 @@ the pins say (SCOPE_CONFLICT). After the write the language's formatter and impo
 when installed (`FORMATTERS`, configurable; a missing tool is reported as skipped and the edit
 stands), and the index is brought up to date (only the changed files re-parse).
 
-Long on purpose (over 450 lines): preflight, staging and rollback share one batch's state and are
-read together to see that a refused batch writes nothing.
+This module plans the batch (the new bytes of every file); `batch_write` checks and writes it,
+`formatters` runs the tools on what was written.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import shutil
 import stat
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pagedctx.errors import FailCode, ProtocolFault, ScopeConflict
+from pagedctx.errors import FailCode, ScopeConflict
 from pagedctx.evidence.task import Pins
 from pagedctx.host.code.chunker import chunk_file
 from pagedctx.host.code.languages import language_for_path
+from pagedctx.host.edit.batch_write import (
+    DENIED,
+    EditRefused,
+    PendingFile,
+    check_names,
+    lstat,
+    preflight,
+    write_all,
+)
+from pagedctx.host.edit.formatters import FORMATTERS, run_formatters
 from pagedctx.host.edit.modification import ActionType, CodeModification
 from pagedctx.host.edit.pins import resolve_in_pins
 from pagedctx.host.ingest.index import Index
 
-__all__ = ["FORMATTERS", "EditRefused", "EditReport", "FileEdit", "apply_modifications"]
-
-# language -> commands run on the written file, in order ({file} is replaced); the first word is
-# looked up on PATH (and beside this Python for tools installed with pip).
-_RUFF_IMPORTS = ("ruff", "check", "--select", "I", "--fix", "--quiet", "{file}")
-FORMATTERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "python": (_RUFF_IMPORTS, ("ruff", "format", "--quiet", "{file}")),
-    "go": (("goimports", "-w", "{file}"), ("gofmt", "-w", "{file}")),
-    "typescript": (("prettier", "--write", "--log-level", "warn", "{file}"),),
-    "tsx": (("prettier", "--write", "--log-level", "warn", "{file}"),),
-    "javascript": (("prettier", "--write", "--log-level", "warn", "{file}"),),
-    "rust": (("rustfmt", "--edition", "2021", "{file}"),),
-    "c": (("clang-format", "-i", "{file}"),),
-    "cpp": (("clang-format", "-i", "{file}"),),
-    "java": (("google-java-format", "--replace", "{file}"),),
-}  # fmt: skip
-
-
-class EditRefused(ProtocolFault):
-    """A batch that cannot be applied as asked; nothing was written."""
-
-    default_code = FailCode.MERGE_CONFLICT
+__all__ = ["EditReport", "FileEdit", "apply_modifications"]
 
 
 class FileEdit(BaseModel):
@@ -99,17 +81,7 @@ class EditReport(BaseModel):
     reindexed: bool = False
 
 
-@dataclass
-class _Pending:
-    path: Path
-    relative: str
-    original: bytes | None
-    text: bytes
-    actions: list[str]
-    mode: int = 0o644  # the permissions the written file gets (an existing file's own)
-
-
-def _chunk_range(pending: _Pending, chunk_id: str, number: int) -> tuple[int, int]:
+def _chunk_range(pending: PendingFile, chunk_id: str, number: int) -> tuple[int, int]:
     if language_for_path(pending.relative) is None:
         raise EditRefused(
             f"modification {number}: {pending.relative} has no parser here, so it has no chunks; "
@@ -140,7 +112,7 @@ def _indent_of(text: bytes, start: int) -> bytes:
     return line if not line.strip() else b""
 
 
-def _apply_one(pending: _Pending, mod: CodeModification, number: int) -> None:
+def _apply_one(pending: PendingFile, mod: CodeModification, number: int) -> None:
     content = mod.new_content.encode("utf-8")
     text = pending.text
     if mod.action_type is ActionType.APPEND:
@@ -172,62 +144,8 @@ def _errors(relative: str, text: bytes) -> set[str]:
     return {e.split(":", 1)[-1].strip() for e in chunk_file(relative, text).errors}
 
 
-_DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
-_PATH_ERRORS = {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP}
-
-
-def _code_for(exc: OSError) -> FailCode:
-    if exc.errno in _DENIED:
-        return FailCode.PERMISSION_DENIED
-    if exc.errno in _PATH_ERRORS:
-        return FailCode.PREFLIGHT_FAILED
-    return FailCode.EXECUTOR_ERROR
-
-
-def _shown(base: Path, path: Path) -> str:
-    return path.relative_to(base).as_posix() if path != base else "."
-
-
-def _lstat(path: Path, what: str) -> os.stat_result | None:
-    """`path`'s own status, None when it does not exist; any other error refuses the batch."""
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise EditRefused(f"{what}: cannot look at it: {exc.strerror or exc}", code=_code_for(exc)) from None
-
-
-def _limit(base: Path, name: str, default: int) -> int:
-    try:
-        return os.pathconf(base, name)
-    except (OSError, ValueError):
-        return default
-
-
-def _check_names(base: Path, path: Path, relative: str, number: int) -> None:
-    """Every name within NAME_MAX and the whole path within PATH_MAX (checked before any stat)."""
-    name_max = _limit(base, "PC_NAME_MAX", 255)
-    for part in path.relative_to(base).parts:
-        size = len(os.fsencode(part))
-        if size > name_max:
-            raise EditRefused(
-                f"modification {number}: {relative}: name too long ({part[:24]!r}... is {size} bytes, "
-                f"the file system allows {name_max}); choose a shorter name",
-                code=FailCode.PREFLIGHT_FAILED,
-            )
-    path_max = _limit(base, "PC_PATH_MAX", 4096)
-    size = len(os.fsencode(str(path)))
-    if size >= path_max:
-        raise EditRefused(
-            f"modification {number}: {relative}: path too long ({size} bytes, the file system "
-            f"allows {path_max - 1}); choose a shallower path",
-            code=FailCode.PREFLIGHT_FAILED,
-        )
-
-
-def _plan(root: Path, mods: Sequence[CodeModification], pins: Pins) -> dict[Path, _Pending]:
-    files: dict[Path, _Pending] = {}
+def _plan(root: Path, mods: Sequence[CodeModification], pins: Pins) -> dict[Path, PendingFile]:
+    files: dict[Path, PendingFile] = {}
     base = root.resolve()
     for number, mod in enumerate(mods, 1):
         try:
@@ -237,19 +155,19 @@ def _plan(root: Path, mods: Sequence[CodeModification], pins: Pins) -> dict[Path
         relative = path.relative_to(base).as_posix()
         pending = files.get(path)
         if pending is None:
-            _check_names(base, path, relative, number)
+            check_names(base, path, relative, number)
         if mod.action_type is ActionType.CREATE_FILE:
-            if pending is not None or _lstat(path, f"modification {number}: {relative}") is not None:
+            if pending is not None or lstat(path, f"modification {number}: {relative}") is not None:
                 raise EditRefused(
                     f"modification {number}: CREATE_FILE {relative} but it exists; use MODIFY or APPEND"
                 )
-            files[path] = _Pending(path, relative, None, b"", [])
+            files[path] = PendingFile(path, relative, None, b"", [])
             pending = files[path]
             pending.text = mod.new_content.encode("utf-8").rstrip(b"\n") + b"\n"
             pending.actions.append(str(mod.action_type))
             continue
         if pending is None:
-            found = _lstat(path, f"modification {number}: {relative}")
+            found = lstat(path, f"modification {number}: {relative}")
             if found is None or not stat.S_ISREG(found.st_mode):
                 raise EditRefused(
                     f"modification {number}: {relative} does not exist"
@@ -261,9 +179,9 @@ def _plan(root: Path, mods: Sequence[CodeModification], pins: Pins) -> dict[Path
             except OSError as exc:
                 raise EditRefused(
                     f"modification {number}: cannot read {relative}: {exc.strerror or exc}",
-                    code=FailCode.PERMISSION_DENIED if exc.errno in _DENIED else FailCode.EXECUTOR_ERROR,
+                    code=FailCode.PERMISSION_DENIED if exc.errno in DENIED else FailCode.EXECUTOR_ERROR,
                 ) from None
-            pending = files[path] = _Pending(
+            pending = files[path] = PendingFile(
                 path, relative, original, original, [], mode=stat.S_IMODE(found.st_mode)
             )
         _apply_one(pending, mod, number)
@@ -279,151 +197,8 @@ def _plan(root: Path, mods: Sequence[CodeModification], pins: Pins) -> dict[Path
                 f"the result of {pending.relative} does not parse: {new[:3]}; nothing was written",
                 code=FailCode.PREFLIGHT_FAILED,
             )
-    _preflight(base, files)
+    preflight(base, files)
     return files
-
-
-def _preflight(base: Path, files: Mapping[Path, _Pending]) -> None:
-    """Every target writable before anything is written: its folders are folders (or can be
-    made), no target of the batch sits where another needs a folder, the receiving folder is
-    writable."""
-    for pending in files.values():
-        where = pending.relative
-        writable_in = base
-        parts = pending.path.relative_to(base).parts
-        for depth in range(1, len(parts)):
-            folder = base.joinpath(*parts[:depth])
-            if folder in files:
-                raise EditRefused(
-                    f"{where}: {_shown(base, folder)} is a file this batch writes, a file where a "
-                    "folder must be; write one or the other",
-                    code=FailCode.PREFLIGHT_FAILED,
-                )
-            found = _lstat(folder, f"{where}: {_shown(base, folder)}")
-            if found is None:
-                break  # this folder and those below it are made by the write
-            if not stat.S_ISDIR(found.st_mode):
-                raise EditRefused(
-                    f"{where}: {_shown(base, folder)} is a file where a folder must be; "
-                    "choose another path or move that file first",
-                    code=FailCode.PREFLIGHT_FAILED,
-                )
-            writable_in = folder
-        if not os.access(writable_in, os.W_OK | os.X_OK):
-            raise EditRefused(
-                f"{where}: cannot write in the folder {_shown(base, writable_in)} (permission denied); "
-                "nothing was written; adjust its permissions or choose another path",
-                code=FailCode.PERMISSION_DENIED,
-            )
-
-
-def _stage(path: Path, data: bytes, mode: int) -> Path:
-    """`data` in a temporary file beside `path` with `mode`, flushed to disk; removed on failure."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".edit", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return Path(temporary)
-
-
-def _make_folders(folder: Path, created: list[Path]) -> None:
-    """Make `folder` and its missing parents, outermost first, recording each one made."""
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for each in reversed(missing):
-        os.mkdir(each)
-        created.append(each)
-
-
-def _undo(landed: Sequence[_Pending], staged: Mapping[Path, Path], created: Sequence[Path]) -> list[str]:
-    """Put back what a failed batch changed; what could not be put back, one line each."""
-    left: list[str] = []
-    for temporary in staged.values():
-        try:
-            temporary.unlink(missing_ok=True)
-        except OSError as exc:
-            left.append(f"temporary file {temporary}: {exc.strerror or exc}")
-    for pending in reversed(landed):
-        try:
-            if pending.original is None:
-                pending.path.unlink()
-            else:
-                os.replace(_stage(pending.path, pending.original, pending.mode), pending.path)
-        except OSError as exc:
-            left.append(f"{pending.relative}: {exc.strerror or exc}")
-    for folder in reversed(created):
-        try:
-            folder.rmdir()
-        except OSError as exc:
-            left.append(f"folder {folder}: {exc.strerror or exc}")
-    return left
-
-
-def _write_all(files: Mapping[Path, _Pending]) -> None:
-    """Stage every file, then rename each into place; on any failure restore all and refuse."""
-    created: list[Path] = []
-    staged: dict[Path, Path] = {}
-    landed: list[_Pending] = []
-    current: _Pending | None = None
-    try:
-        for current in files.values():
-            _make_folders(current.path.parent, created)
-            staged[current.path] = _stage(current.path, current.text, current.mode)
-        for current in files.values():
-            os.replace(staged[current.path], current.path)
-            del staged[current.path]
-            landed.append(current)
-    except BaseException as exc:
-        left = _undo(landed, staged, created)
-        if not isinstance(exc, OSError) or current is None:
-            raise
-        outcome = (
-            "every file was restored, nothing was changed"
-            if not left
-            else "some changes could not be undone: " + "; ".join(left)
-        )
-        raise EditRefused(
-            f"writing {current.relative} failed ({exc.strerror or exc}); {outcome}", code=_code_for(exc)
-        ) from None
-
-
-def _tool(name: str) -> str | None:
-    found = shutil.which(name)
-    if found is None:
-        beside = Path(sys.executable).parent / name
-        found = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
-    return found
-
-
-def _format(
-    path: Path, language: str | None, formatters: Mapping[str, Sequence[Sequence[str]]]
-) -> tuple[str, ...]:
-    notes: list[str] = []
-    for command in formatters.get(language or "", ()):
-        tool = _tool(command[0])
-        if tool is None:
-            notes.append(f"{command[0]}: skipped (not installed)")
-            continue
-        argv = [tool, *(part.replace("{file}", str(path)) for part in command[1:])]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            notes.append(f"{command[0]}: failed ({exc})")
-            continue
-        notes.append(
-            f"{command[0]}: ok"
-            if done.returncode == 0
-            else f"{command[0]}: failed ({done.stderr.strip()[:200]})"
-        )
-    return tuple(notes)
 
 
 def apply_modifications(
@@ -443,11 +218,11 @@ def apply_modifications(
     midway; everything was restored). No OSError escapes.
     """
     files = _plan(root, mods, pins)
-    _write_all(files)
+    write_all(files)
     chosen = FORMATTERS if formatters is None else formatters
     report = []
     for pending in files.values():
-        notes = _format(pending.path, language_for_path(pending.relative), chosen)
+        notes = run_formatters(pending.path, language_for_path(pending.relative), chosen)
         report.append(
             FileEdit(
                 path=pending.relative,

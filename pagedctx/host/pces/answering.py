@@ -61,14 +61,8 @@ from pagedctx.protocol.code_evidence.pces import (
     unit_id,
 )
 from pagedctx.protocol.code_evidence.pces_text import render_pces
-from pagedctx.protocol.code_evidence.pcr import (
-    CallchainRef,
-    FileRef,
-    LayoutRef,
-    Need,
-    PcrRequest,
-    parse_pcr,
-)
+from pagedctx.protocol.code_evidence.pcr import Need, PcrRequest, parse_pcr
+from pagedctx.protocol.code_evidence.refs import CallchainRef, FileRef, LayoutRef
 
 __all__ = ["MAX_CHUNKS_VISITED", "MAX_DEFINITIONS_FOLLOWED", "MAX_HOPS", "answer", "answer_text"]
 

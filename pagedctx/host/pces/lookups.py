@@ -19,7 +19,7 @@ from pagedctx.host.ingest.index import Index
 from pagedctx.host.ingest.meta import IndexMeta
 from pagedctx.host.store import keys
 from pagedctx.protocol.code_evidence.pces import unit_id
-from pagedctx.protocol.code_evidence.pcr import EndRef, QualifiedRef, SymbolRef, UnitRef
+from pagedctx.protocol.code_evidence.refs import EndRef, QualifiedRef, SymbolRef, UnitRef
 
 __all__ = ["ASM", "LD", "IndexLookups", "norm_path"]
 

@@ -18,6 +18,8 @@ evidence after the source's skeletons and bodies, when the intent did not ask fo
 promote a file whose body-selected share passes `promote_density` to a full file when it fits.
 
 Everything is deterministic: ties break on chunk ids, and the output is ordered by path and line.
+
+One room: the levels above are one pipeline over one selection's picks and token count.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ end_round (drafts solidify or go) --> trace event; stop on an answer or at the r
 The same loop serves the in-process runtime and, later, the Ray actors: roles are callables.
 A Bus Fault (malformed worker output) or a refused round is a fault step in the trace; the state
 stays as it was before the worker spoke.
+
+One room: the round in the order above (plan, view, the worker's acts, its record) is one job, and
+its steps share the round's state and fault handling.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from pagedctx.host.roles.consolidation import (
     in_process,
     merge_group,
 )
-from pagedctx.host.roles.router import RouterConfig, RouterPlan, apply_plan, reveal
+from pagedctx.host.roles.revealing import apply_plan, reveal
+from pagedctx.host.roles.router import RouterConfig, RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold

@@ -34,13 +34,8 @@ from typing import Annotated, Literal, Self, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from pagedctx.errors import FailCode, ProtocolFault
-from pagedctx.protocol.code_evidence.pcr import (
-    VIEWS,
-    Need,
-    RefField,
-    View,
-    view_ref_problem,
-)
+from pagedctx.protocol.code_evidence.pcr import Need
+from pagedctx.protocol.code_evidence.refs import VIEWS, RefField, View, view_ref_problem
 
 __all__ = [
     "DEFINITION_KINDS",

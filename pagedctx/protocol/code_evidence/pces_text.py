@@ -45,7 +45,7 @@ from pagedctx.protocol.code_evidence.pces import (
     quote,
     shape_problem,
 )
-from pagedctx.protocol.code_evidence.pcr import VIEWS, PcrSyntaxError, parse_ref, view_ref_problem
+from pagedctx.protocol.code_evidence.refs import VIEWS, PcrSyntaxError, parse_ref, view_ref_problem
 
 __all__ = ["parse_pces", "render_pces"]
 

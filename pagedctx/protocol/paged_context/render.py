@@ -27,6 +27,9 @@ and nothing it can derive:
 `dense_form(doc)` is what a document looks like after a dense round trip: `parse_document` of the
 dense XML gives exactly it. The full form (`dense=False`) writes every attribute on every node, with
 `<Summary>` / `<Content>` elements, as the seed's boilerplate (section 9.3) does.
+
+One room: both forms, both entry points and the node estimate (`node_lines`) write the same
+`<Node>`, and are kept beside the one element builder so they cannot drift apart.
 """
 
 from __future__ import annotations
