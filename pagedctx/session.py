@@ -22,14 +22,16 @@ selected before, and runs the rounds. A kill -9 between two asks loses nothing: 
 in the record, what was asked is in the registry.
 
 One class, the session's whole lifecycle (open, add, ask, zoom, consolidate, record itself as a
-bundle), which a reader of the front door finds in one file; the record's storage is in
-host/session/record.py.
+bundle), which a reader of the front door finds in one file; what it stands on, by job, in
+host/session/: the record's storage (record.py), an ask's rounds prepared and run with the roles
+in process or as Ray actors (ask_rounds.py), what an ask gives back and the latest one kept
+(result.py), merges after a deferred ask (merges.py), the session's steps in its replay bundle
+(bundle_steps.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -38,23 +40,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from pagedctx.errors import PagedctxError, UsageError
 from pagedctx.host.session.loop import RoundReport
-from pagedctx.host.session.record import PastAsk, RecordKeeper, SessionRecord, StoredInput
-from pagedctx.protocol.budget import BudgetShares
+from pagedctx.host.session.record import PastAsk, RecordKeeper, SessionRecord
+from pagedctx.host.session.result import LastAsk, SessionResult, load_last, session_result
 
 if TYPE_CHECKING:
     from pagedctx.config import Config
     from pagedctx.engine import Engine
-    from pagedctx.host.records.bundle import BundleStep
     from pagedctx.host.records.bundle_recorder import BundleRecorder, BundleSink
     from pagedctx.host.records.trace import TraceSink
-    from pagedctx.host.roles.consolidation import Pending, Submit
-    from pagedctx.host.roles.transport import Router
-    from pagedctx.host.session.loop import RoundsResult, SessionParts, SessionRequest, Worker
-    from pagedctx.host.session.setup import Prepared
+    from pagedctx.host.session.ask_rounds import AskRounds
+    from pagedctx.host.session.bundle_steps import BundleSteps
+    from pagedctx.host.session.loop import RoundsResult
     from pagedctx.host.text.intent import Intent
     from pagedctx.pages import SessionState
     from pagedctx.protocol.budget import Budget
@@ -64,37 +62,6 @@ __all__ = ["RoundReport", "Session", "SessionResult", "run"]
 
 MAX_MERGES = 4  # groups `consolidate()` folds in one call
 LOCK_TTL_SECONDS = 600.0  # a session lock lapses after this when its holder died on another host
-
-
-class SessionResult(BaseModel):
-    """What an ask gives back: the answer and the pages it cites, the final context (XML and the JSON
-    contract), the rounds, the tokens of the final context, the budget (its total and shares), and
-    who answered."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    session_id: str
-    answer: str | None
-    cites: tuple[str, ...]
-    xml: str
-    contract: dict[str, Any]
-    rounds: tuple[RoundReport, ...]
-    tokens: int
-    budget: int
-    budget_shares: BudgetShares
-    policy: str
-    runtime: Literal["ray", "inproc"]
-
-
-class _Last(BaseModel):
-    """The latest ask's result, and what `consolidate()` needs to fold the far field after it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    result: SessionResult
-    intent: str
-    focus: tuple[str, ...] = ()
-    merge_due: bool = False  # the final context reached the budget's merge share
 
 
 class Session:
@@ -115,21 +82,23 @@ class Session:
         from pagedctx.host.records.registry import SessionRegistry
 
         chosen = _session_id(session_id)
+        self._steps: BundleSteps | None = None  # the session's steps in its bundle, if it records one
         if bundle is not None:
             from pagedctx.host.records.bundle_recorder import RecordingClock
+            from pagedctx.host.session.bundle_steps import BundleSteps
 
-            engine = engine.with_clock(RecordingClock(engine.clock))
+            self._steps = BundleSteps(bundle, RecordingClock(engine.clock))
+            engine = engine.with_clock(self._steps.clock)
         self._engine = engine
         self._config = engine.config
         self._store = engine.open_store()
         self._clock = engine.clock
-        self._bundle = bundle
         self._keep_trace = keep_trace
         self.id = chosen
         self._registry = SessionRegistry(self._store, chosen)
         self._record = self._keeper.load()
         self._closed = False
-        self._held: list[_HeldStep] | None = None  # bundle steps of an `atomic()` block, until it commits
+        self._atomic = False  # inside an `atomic()` block
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -208,20 +177,8 @@ class Session:
         if not self._closed:
             self._closed = True
             self._store.close()
-            if self._bundle is not None:
-                self._bundle.close()  # its hold on the bundle (host/records/bundle.py)
-
-    def _recorded(self, step: BundleStep, **extra: Any) -> None:
-        """`step` appended to the session's bundle, with the clock's readings since the last one
-        (inside `atomic()`: held, with its readings, until the block commits)."""
-        if self._bundle is not None:
-            from pagedctx.host.records.bundle_recorder import RecordingClock
-
-            clock = self._clock if isinstance(self._clock, RecordingClock) else None
-            if self._held is not None:
-                self._held.append(_HeldStep(step, clock.take() if clock is not None else (), extra))
-                return
-            self._bundle.step(step, clock, **extra)
+            if self._steps is not None:
+                self._steps.recorder.close()  # its hold on the bundle (host/records/bundle.py)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -235,60 +192,33 @@ class Session:
         (code indexes, added files' bytes, memory). Take `locked()` around it when other writers
         may change the session. Blocks do not nest.
         """
-        from pagedctx.host.records.bundle_recorder import RecordingClock
         from pagedctx.host.records.registry import SessionRegistry
         from pagedctx.host.store.staged import StagedStore
 
         self._check_open()
-        if self._held is not None:
+        if self._atomic:
             raise UsageError(f"session {self.id}: atomic() blocks do not nest")
         base = self._store
         staged = StagedStore(base, self._key(""))
-        self._store, self._registry, self._held = staged, SessionRegistry(staged, self.id), []
+        self._store, self._registry, self._atomic = staged, SessionRegistry(staged, self.id), True
+        if self._steps is not None:
+            self._steps.hold()
         committed = False
         try:
             yield
             staged.commit()
             committed = True
         finally:
-            held, self._held = self._held or [], None
-            self._store, self._registry = base, SessionRegistry(base, self.id)
+            held = self._steps.release() if self._steps is not None else []
+            self._store, self._registry, self._atomic = base, SessionRegistry(base, self.id), False
             if not committed:
+                from pagedctx.host.session.bundle_steps import drop_readings
+
                 staged.discard()
-                if isinstance(self._clock, RecordingClock):
-                    self._clock.take()  # readings of what was dropped belong to no step
+                drop_readings(self._clock)  # readings of what was dropped belong to no step
                 self._record = self._keeper.load()
-        for item in held:  # the bundle after the store: a step is recorded once it happened
-            item.write(self)
-
-    def _write_held(self, item: _HeldStep) -> None:
-        from pagedctx.host.records.bundle_recorder import BundleSink, RecordingClock
-
-        assert self._bundle is not None
-        if isinstance(item.step, BundleSink):  # an ask's rounds, kept in memory until now
-            sink = self._bundle.sink()
-            for event in item.step.events:
-                sink.append(event)
-            for index, xml in sorted(item.step.contexts.items()):
-                sink.context(index - item.step.first_round, xml)
-            return
-        clock = RecordingClock(self._clock)
-        clock.pending = list(item.readings)
-        self._bundle.step(item.step, clock, **item.extra)
-
-    def _bundle_sink(self) -> BundleSink | None:
-        """Where an ask's rounds go in the bundle: its files, or (inside `atomic()`) memory until
-        the block commits, numbered on from the rounds the bundle and the block hold."""
-        from pagedctx.host.records.bundle_recorder import BundleSink
-
-        if self._bundle is None:
-            return None
-        if self._held is None:
-            return self._bundle.sink()
-        earlier = sum(len(h.step.events) for h in self._held if isinstance(h.step, BundleSink))
-        sink = BundleSink(None, first_round=self._bundle.sink().first_round + earlier)
-        self._held.append(_HeldStep(sink, (), {}))
-        return sink
+        if self._steps is not None:  # the bundle after the store: a step is recorded once it happened
+            self._steps.write(held)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -334,7 +264,7 @@ class Session:
     @property
     def bundle(self) -> BundleRecorder | None:
         """The replay bundle this session records itself in (opened with `bundle=DIR`), if any."""
-        return self._bundle
+        return self._steps.recorder if self._steps is not None else None
 
     @property
     def last(self) -> SessionResult | None:
@@ -342,14 +272,8 @@ class Session:
         kept = self._load_last()
         return kept.result if kept is not None else None
 
-    def _load_last(self) -> _Last | None:
-        raw = self._store.get(self._key("last"))
-        if raw is None:
-            return None
-        try:
-            return _Last.model_validate_json(raw)
-        except ValidationError:
-            return None  # written by another version: the next ask writes it again
+    def _load_last(self) -> LastAsk | None:
+        return load_last(self._store, self._key("last"))
 
     def trace_lines(self) -> list[str]:
         """The JSONL round events of every ask so far, in order (sessions opened with `keep_trace`)."""
@@ -379,13 +303,8 @@ class Session:
         if not root.is_dir():
             raise UsageError(f"repository {root} is not a directory")
         resolved = str(root.resolve())
-        if resolved not in self._record.repos:
-            self._record.repos.append(resolved)
-            self._keeper.save(self._record)
-            if self._bundle is not None:
-                from pagedctx.host.records.bundle import RepoStep
-
-                self._recorded(RepoStep(root=resolved))
+        if self._keeper.add_repo(self._record, resolved) and self._steps is not None:
+            self._steps.repo(resolved)
 
     def add_dialogue(self, path: str | Path) -> None:
         """A dialogue JSONL file (docs/inputs.md); its bytes are kept in the store."""
@@ -394,20 +313,10 @@ class Session:
     def add_dialogue_data(self, name: str, data: bytes) -> None:
         """A dialogue JSONL file's bytes under `name` (what names its block), without the file:
         a replayed bundle, an upload."""
-        from pagedctx.host.blocks.dialogue import DialogueProvider
-
         self._check_open()
-        DialogueProvider.from_bytes(name, data, self._counter())  # refused now, not at the next ask
-        if all(d.name != name for d in self._record.dialogues):
-            self._record.dialogues.append(StoredInput(name=name, digest=self._keeper.keep(data)))
-            self._keeper.save(self._record)
-            if self._bundle is not None:
-                from pagedctx.host.records.bundle import BundleInput, DialogueStep
-
-                kept = BundleInput(
-                    name=name, sha256=self._record.dialogues[-1].digest, file=self._bundle.keep(data)
-                )
-                self._recorded(DialogueStep(name=name, sha256=kept.sha256), dialogue=kept)
+        added = self._keeper.add_dialogue(self._record, name, data, self._counter())
+        if added is not None and self._steps is not None:
+            self._steps.dialogue(added, data)
 
     def add_doc(self, path: str | Path) -> None:
         """A prose document (Markdown, reST, text); its text is kept in the store."""
@@ -419,56 +328,27 @@ class Session:
     def add_doc_text(self, name: str, text: str, timestamp: datetime | None = None) -> None:
         """A prose document's text under `name`, dated `timestamp` (a file's modification time;
         default: when the session was created)."""
-        from pagedctx.host.blocks.document import DocumentProvider
-
         self._check_open()
-        DocumentProvider.from_text(name, text, self._counter(), timestamp=timestamp or self._record.created)
-        if all(d.name != name for d in self._record.docs):
-            digest = self._keeper.keep(text.encode("utf-8", "surrogateescape"))
-            self._record.docs.append(StoredInput(name=name, digest=digest, timestamp=timestamp))
-            self._keeper.save(self._record)
-            if self._bundle is not None:
-                from pagedctx.host.records.bundle import BundleInput, DocStep
-
-                copy = self._bundle.keep(text.encode("utf-8", "surrogateescape"))
-                kept = BundleInput(name=name, sha256=digest, file=copy, timestamp=timestamp)
-                self._recorded(DocStep(name=name, sha256=digest, timestamp=timestamp), doc=kept)
+        added = self._keeper.add_doc(self._record, name, text, timestamp, self._counter())
+        if added is not None and self._steps is not None:
+            self._steps.doc(added, text.encode("utf-8", "surrogateescape"))
 
     def add_turn(
         self, speaker: str, text: str, timestamp: datetime | None = None, id: str | None = None
     ) -> str:
         """One dialogue turn of this session (paged at the next ask); returns its id."""
-        self._check_open()
-        taken = {t["id"] for t in self._record.turns}
-        made = self._keeper.turn(self._record, speaker, text, timestamp=timestamp, id=id, taken=taken)
-        self._record.turns.append(made)
-        self._keeper.save(self._record)
-        self._recorded_turns([made])
-        return str(made["id"])
+        return self._add_turns([(speaker, text, timestamp, id)])[0]
 
     def add_turns(self, turns: Sequence[tuple[str, str]]) -> list[str]:
         """Several turns `(speaker, text)` at once, written together (all or none); returns their ids."""
+        return self._add_turns([(speaker, text, None, None) for speaker, text in turns])
+
+    def _add_turns(self, turns: Sequence[tuple[str, str, datetime | None, str | None]]) -> list[str]:
         self._check_open()
-        taken = {t["id"] for t in self._record.turns}
-        made: list[dict[str, Any]] = []
-        for speaker, text in turns:
-            number = len(self._record.turns) + len(made) + 1
-            turn = self._keeper.turn(
-                self._record, speaker, text, timestamp=None, id=f"t{number}", taken=taken
-            )
-            taken.add(turn["id"])
-            made.append(turn)
-        if made:
-            self._record.turns.extend(made)
-            self._keeper.save(self._record)
-            self._recorded_turns(made)
+        made = self._keeper.add_turns(self._record, turns)
+        if made and self._steps is not None:
+            self._steps.turns(made)
         return [str(t["id"]) for t in made]
-
-    def _recorded_turns(self, made: list[dict[str, Any]]) -> None:
-        if self._bundle is not None:
-            from pagedctx.host.records.bundle import TurnsStep
-
-            self._recorded(TurnsStep(turns=tuple(made)))
 
     @staticmethod
     def _read(path: str | Path, what: str) -> bytes:
@@ -513,12 +393,7 @@ class Session:
         """Keep `value` under `name` in the session's record (None removes it): a face's own
         bookkeeping (a server's last request), not an input: no page, no bundle step."""
         self._check_open()
-        if value is None:
-            if self._record.notes.pop(name, None) is not None:
-                self._keeper.save(self._record)
-        elif self._record.notes.get(name) != value:
-            self._record.notes[name] = value
-            self._keeper.save(self._record)
+        self._keeper.set_note(self._record, name, value)
 
     @property
     def asked(self) -> int:
@@ -603,20 +478,15 @@ class Session:
         text = asked.original
         # The agent's own moves are the Worker's output of the round (in this process: no role acts).
         runtime = self._engine.runtime() if moves is None else "inproc"
-        given = (
-            None
-            if moves is None
-            else json.dumps({"ok": True, "data": {"actions": list(moves), "answer": None}})
-        )
-        sink = self._bundle_sink()
+        sink = self._steps.sink() if self._steps is not None else None
         recorded: dict[str, Any] = {
             "intent": text, "budget": budget, "max_rounds": max_rounds, "merges": merges,
             "moves": moves, "zoom": zoom,
         }  # fmt: skip
         try:
-            result, prepared, counter = self._run(
+            result, rounds = self._run(
                 asked, chosen_budget, max_rounds or 6, trace, runtime, inline=merges == "inline", bundle=sink,
-                worker_output=given, route=not zoom,
+                moves=moves, route=not zoom,
             )  # fmt: skip
         except PagedctxError as exc:
             if sink is not None:  # the rounds it wrote stay accounted for; a replay expects the same error
@@ -626,10 +496,12 @@ class Session:
         if not zoom:
             self._record.asks.append(PastAsk(intent=text, answer=result.answer))
         self._keeper.save(self._record)
-        out = self._result(result, prepared, counter, chosen_budget, runtime)
+        out = session_result(
+            result, rounds, session=self.id, budget=chosen_budget, policy=self._engine.policy, runtime=runtime
+        )
         if sink is not None:
             self._recorded_ask(sink, out=out, **recorded)
-        last = _Last(
+        last = LastAsk(
             result=out,
             intent=text,
             focus=tuple(sorted(result.focus)),
@@ -638,32 +510,10 @@ class Session:
         self._store.set(self._key("last"), last.model_dump_json())
         return out
 
-    def _recorded_ask(
-        self,
-        sink: BundleSink,
-        *,
-        intent: str,
-        budget: int | None,
-        max_rounds: int | None,
-        merges: Literal["inline", "deferred"],
-        out: SessionResult | None,
-        error: str | None = None,
-        moves: tuple[dict[str, Any], ...] | None = None,
-        zoom: bool = False,
-    ) -> None:
-        from pagedctx.host.records.bundle import AskStep
-
-        shown: dict[str, None] = {}
-        for page in out.contract.get("pages", []) if out is not None else []:
-            shown.update(dict.fromkeys(page.get("shows", ())))
-        step = AskStep(
-            intent=intent, budget=budget, max_rounds=max_rounds, merges=merges,
-            first_round=sink.first_round, rounds=len(sink.events),
-            answer=out.answer if out is not None else None, shows=tuple(shown), error=error,
-            moves=moves, zoom=zoom,
-        )  # fmt: skip
+    def _recorded_ask(self, sink: BundleSink, **step: Any) -> None:
+        assert self._steps is not None
         index = self._engine.index(self._store) if self._record.repos else None
-        self._recorded(step, index=index)
+        self._steps.ask(sink, index=index, **step)
 
     async def ask_async(
         self,
@@ -686,29 +536,19 @@ class Session:
         the session's lock and only if its pages are still as they were (an ask that came in
         between wins; nothing is lost, the merge is simply not applied).
         """
-        from pagedctx.host.roles.consolidation import Pending, in_process, merge_group
+        from pagedctx.host.roles.consolidation import in_process
+        from pagedctx.host.session.merges import fold_far_field
 
         self._check_open()
         last = self._load_last()
         if last is None or not last.merge_due:
             return 0
         consolidator = self._engine.consolidator()
-        submit = in_process(consolidator)
-        focus = frozenset(last.focus)
-        applied = 0
         try:
-            for _ in range(max_merges):
-                snapshot = self._registry.load()
-                group = merge_group(snapshot, focus)
-                if not group:
-                    break
-                pending = Pending.submit(snapshot, group, submit, last.intent)  # the model call
-                with self._lock(wait_seconds):
-                    merged = self._apply_pending(pending)
-                    self._recorded_merge(group, last.intent, merged)
-                    if not merged:
-                        break  # an ask changed these pages meanwhile, or the merge failed
-                    applied += 1
+            applied = fold_far_field(
+                self._registry, frozenset(last.focus), last.intent, in_process(consolidator),
+                max_merges=max_merges, locked=lambda: self._lock(wait_seconds), merged=self._recorded_merge,
+            )  # fmt: skip
             with self._lock(wait_seconds):
                 if self._load_last() == last:  # not replaced by an ask meanwhile
                     done = last.model_copy(update={"merge_due": False})
@@ -717,50 +557,23 @@ class Session:
             self._engine.end(consolidator)
         return applied
 
-    def _apply_pending(self, pending: Pending) -> bool:
-        """A merge the Consolidator made, applied if its pages are still as they were."""
-        from pagedctx.host.roles.consolidation import Pending, apply_merge
-
-        state = self._registry.load()
-        group = pending.group
-        if any(
-            state.pages.get(p) != page or state.views.get(p) != view
-            for p, page, view in zip(group, pending.pages, pending.views, strict=True)
-        ):
-            return False
-        current = Pending(
-            group=group,
-            pages=tuple(state.pages[p] for p in group),
-            views=tuple(state.views[p] for p in group),
-            result=pending.result,
-        )
-        after, step = apply_merge(state, current)
-        if step is None or step.status != "ok":
-            return False
-        self._registry.save(after)
-        return True
-
     def _recorded_merge(self, group: Sequence[str], intent: str, applied: bool) -> None:
-        if self._bundle is not None:
-            from pagedctx.host.records.bundle import MergeStep
-
-            self._recorded(MergeStep(group=tuple(group), intent=intent, applied=applied))
+        if self._steps is not None:
+            self._steps.merge(group, intent, applied)
 
     def replay_merge(self, group: Sequence[str], intent: str, applied: bool = True) -> bool:
         """One merge of a recorded `consolidate`, run again: the Consolidator folds `group` for
         `intent`; applied when `applied` (a merge an ask overtook was computed and dropped). True
         when it was applied. For replaying bundles (pagedctx/replay); a server calls `consolidate`."""
-        from pagedctx.host.roles.consolidation import Pending, in_process
+        from pagedctx.host.roles.consolidation import in_process
+        from pagedctx.host.session.merges import replay_fold
 
         self._check_open()
         consolidator = self._engine.consolidator()
         try:
-            snapshot = self._registry.load()
-            missing = [p for p in group if p not in snapshot.pages]
-            if missing:
-                raise UsageError(f"session {self.id} has no page {missing[0]!r} to merge")
-            pending = Pending.submit(snapshot, tuple(group), in_process(consolidator), intent)
-            done = self._apply_pending(pending) if applied else False
+            done = replay_fold(
+                self._registry, group, intent, in_process(consolidator), session=self.id, applied=applied
+            )
         finally:
             self._engine.end(consolidator)
         self._recorded_merge(group, intent, done)
@@ -776,144 +589,32 @@ class Session:
         *,
         inline: bool = True,
         bundle: TraceSink | None = None,
-        worker_output: str | None = None,
+        moves: tuple[dict[str, Any], ...] | None = None,
         route: bool = True,
-    ) -> tuple[RoundsResult, Prepared, CachedCounter]:
+    ) -> tuple[RoundsResult, AskRounds]:
+        """The ask's rounds, with the roles in this process or as Ray actors (a local cluster on
+        127.0.0.1 unless one runs); `moves`: the agent's own, as the Worker's output (in process)."""
         from pagedctx.host.records.memory import StoreMemory
         from pagedctx.host.roles.consolidation import in_process
-        from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
-        from pagedctx.host.session.scaffold import PreviousRound
-        from pagedctx.host.session.setup import SessionInputs, prepare
+        from pagedctx.host.session.ask_rounds import GivenWorker, given_moves, prepare_ask
 
-        counter = self._counter()
-        dialogues, documents = self._keeper.providers(self._record, counter)
-        state = self._registry.load()
-        paged = frozenset(p.pblock for p in state.pages.values() if p.pblock is not None)
-        repos = tuple(Path(r) for r in self._record.repos)
-        prepared = prepare(
-            SessionInputs(repos=repos),
-            intent=intent,
-            budget=budget,
-            counter=counter,
-            now=self._clock(),
-            index=self._engine.index(self._store) if repos else None,
-            dialogues=dialogues,
-            documents=documents,
-            state=state,
-            paged=paged,
-            select_code=any(r not in self._record.selected for r in self._record.repos),
-        )
-        request = SessionRequest(
-            session=self.id,
-            intent=intent,
-            budget=budget,
-            max_rounds=max_rounds,
-            policy=self._engine.policy,
-            history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in self._record.asks),
-            route=route,
-            instructions=self._config.instructions,
-        )
-        sink = self._trace_sink(trace, bundle)
-
-        def parts(worker: Worker, router: Router, consolidate: Submit | None) -> SessionParts:
-            return SessionParts(
-                blocks=prepared.blocks,
-                counter=counter,
-                clock=self._clock,
-                worker=worker,
-                block_roots=list(prepared.roots),
-                memory=StoreMemory(self._store),
-                trace=sink,
-                consolidate=consolidate,
-                router_role=router,
-                registry=self._registry,
-            )
-
+        engine = self._engine  # builds the roles: here for this process, as actors for Ray
+        rounds = prepare_ask(
+            self.id, self._record, self._keeper, self._registry, self._store,
+            clock=self._clock, counter=self._counter(), index=engine.index, intent=intent, budget=budget,
+            max_rounds=max_rounds, policy=engine.policy, instructions=self._config.instructions,
+            route=route, trace=trace, bundle=bundle, keep_trace=self._keep_trace,
+        )  # fmt: skip
+        blocks = rounds.prepared.blocks
         if runtime == "ray":
-            return self._on_ray(prepared, parts, request, inline=inline), prepared, counter
-        engine = self._engine  # the roles in this process, built only here (Ray builds its own)
+            return rounds.on_ray(engine.ray_roles(blocks, self.id), inline=inline), rounds
         # The agent's moves (`look`, `zoom`) are the Worker's output: no Worker decides them.
-        worker = engine.worker() if worker_output is None else _GivenWorker(worker_output)
+        worker = engine.worker() if moves is None else GivenWorker(given_moves(moves))
         consolidator = engine.consolidator()
-        router = engine.router(prepared.blocks, StoreMemory(self._store))
-        result = run_rounds(
-            prepared.state, request, parts(worker, router, in_process(consolidator) if inline else None)
-        )
+        router = engine.router(blocks, StoreMemory(self._store))
+        result = rounds.run(worker, router, in_process(consolidator) if inline else None)
         engine.end(router, worker, consolidator)
-        return result, prepared, counter
-
-    def _trace_sink(
-        self, trace: str | Path | TraceSink | None, bundle: TraceSink | None = None
-    ) -> TraceSink | None:
-        from pagedctx.host.records.trace import StoreTraceWriter, TeeSink, TraceWriter
-
-        file: TraceSink | None
-        if trace is None or isinstance(trace, str | Path):
-            file = TraceWriter(Path(trace)) if trace is not None else None
-        else:
-            file = trace  # the caller's own sink (a replay bundle keeps the contexts too)
-        if bundle is not None:
-            file = TeeSink(file, bundle) if file is not None else bundle
-        if not self._keep_trace:
-            return file
-        return StoreTraceWriter(self._store, self._key("trace"), len(self._record.asks), file)
-
-    def _on_ray(
-        self,
-        prepared: Prepared,
-        parts: Callable[[Worker, Router, Submit | None], SessionParts],
-        request: SessionRequest,
-        *,
-        inline: bool = True,
-    ) -> RoundsResult:
-        """The rounds with the roles as Ray actors (a local cluster on 127.0.0.1 unless one runs)."""
-        from pagedctx.host.session.loop import run_rounds
-
-        roles = self._engine.ray_roles(prepared.blocks, request.session)
-        try:
-            result = run_rounds(
-                prepared.state, request, parts(roles.step, roles, roles.submit if inline else None)
-            )
-            roles.finish()
-            return result
-        finally:
-            roles.shutdown()
-
-    def _result(
-        self,
-        result: RoundsResult,
-        prepared: Prepared,
-        counter: CachedCounter,
-        budget: Budget,
-        runtime: Literal["ray", "inproc"],
-    ) -> SessionResult:
-        from pagedctx.host.records.report import session_contract
-
-        policy = self._engine.policy
-        contract = session_contract(
-            result.state,
-            policy=policy,
-            budget=budget.total,
-            tokens=result.tokens,
-            rounds=len(result.rounds),
-            blocks=prepared.blocks,
-            counter=counter,
-            answer=result.answer,
-        )
-        answer = contract.get("answer") or {}
-        return SessionResult(
-            session_id=self.id,
-            answer=result.answer,
-            cites=tuple(answer.get("cites", ())),
-            xml=result.xml if result.xml.endswith("\n") else result.xml + "\n",
-            contract=contract,
-            rounds=result.rounds,
-            tokens=result.tokens,
-            budget=budget.total,
-            budget_shares=budget.shares,
-            policy=policy,
-            runtime=runtime,
-        )
+        return result, rounds
 
 
 def _session_id(given: str | None) -> str:
@@ -922,26 +623,6 @@ def _session_id(given: str | None) -> str:
     if not chosen or "/" in chosen or len(chosen) > 128:
         raise UsageError(f"session id {chosen!r}: use 1-128 characters without '/'")
     return chosen
-
-
-class _HeldStep:
-    """A bundle step (or an ask's rounds, as a memory sink) held by `Session.atomic()`."""
-
-    def __init__(self, step: Any, readings: tuple[datetime, ...], extra: dict[str, Any]) -> None:
-        self.step, self.readings, self.extra = step, readings, extra
-
-    def write(self, session: Session) -> None:
-        session._write_held(self)
-
-
-class _GivenWorker:
-    """A round's Worker output given in advance: an agent that is itself the Worker."""
-
-    def __init__(self, output: str) -> None:
-        self.output = output
-
-    def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
-        return self.output
 
 
 def run(

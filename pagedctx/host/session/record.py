@@ -10,7 +10,7 @@ face's own notes. `RecordKeeper` reads and writes it; the blocks of an ask are r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -112,6 +112,64 @@ class RecordKeeper:
                 f"session {self.session_id!r}: the stored copy of {item.name} is missing or damaged"
             )
         return data
+
+    def add_repo(self, record: SessionRecord, root: str) -> bool:
+        """The repository at `root` (a resolved path) added and the record saved; False when it
+        was there already."""
+        if root in record.repos:
+            return False
+        record.repos.append(root)
+        self.save(record)
+        return True
+
+    def add_dialogue(self, record: SessionRecord, name: str, data: bytes, counter: Any) -> StoredInput | None:
+        """A dialogue file's bytes under `name`, checked (refused now, not at the next ask), kept
+        and added, the record saved; None when `name` was there already."""
+        DialogueProvider.from_bytes(name, data, counter)
+        if any(d.name == name for d in record.dialogues):
+            return None
+        record.dialogues.append(StoredInput(name=name, digest=self.keep(data)))
+        self.save(record)
+        return record.dialogues[-1]
+
+    def add_doc(
+        self, record: SessionRecord, name: str, text: str, timestamp: datetime | None, counter: Any
+    ) -> StoredInput | None:
+        """A document's text under `name`, dated `timestamp` (default: when the session was
+        created), checked, kept and added, the record saved; None when `name` was there already."""
+        DocumentProvider.from_text(name, text, counter, timestamp=timestamp or record.created)
+        if any(d.name == name for d in record.docs):
+            return None
+        digest = self.keep(text.encode("utf-8", "surrogateescape"))
+        record.docs.append(StoredInput(name=name, digest=digest, timestamp=timestamp))
+        self.save(record)
+        return record.docs[-1]
+
+    def add_turns(
+        self, record: SessionRecord, turns: Sequence[tuple[str, str, datetime | None, str | None]]
+    ) -> list[dict[str, Any]]:
+        """Turns `(speaker, text, timestamp, id)` checked (`turn`; no id: the next `t<n>`) and added
+        together, the record saved once; returns them."""
+        taken = {t["id"] for t in record.turns}
+        made: list[dict[str, Any]] = []
+        for speaker, text, timestamp, id in turns:
+            chosen = id if id is not None else f"t{len(record.turns) + len(made) + 1}"
+            turn = self.turn(record, speaker, text, timestamp=timestamp, id=chosen, taken=taken)
+            taken.add(turn["id"])
+            made.append(turn)
+        if made:
+            record.turns.extend(made)
+            self.save(record)
+        return made
+
+    def set_note(self, record: SessionRecord, name: str, value: str | None) -> None:
+        """`value` kept under `name` in the record's notes (None removes it), saved when it changed."""
+        if value is None:
+            if record.notes.pop(name, None) is not None:
+                self.save(record)
+        elif record.notes.get(name) != value:
+            record.notes[name] = value
+            self.save(record)
 
     def turn(
         self,
