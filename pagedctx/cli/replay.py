@@ -95,19 +95,20 @@ def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: st
     from pagedctx.config import load_config
     from pagedctx.errors import UsageError
     from pagedctx.protocol.tokens import token_counter
-    from pagedctx.replay.transcripts import read_transcripts, recall_table
+    from pagedctx.replay.transcripts import SOURCES, read_transcripts, recall_table
 
-    if source not in ("openai", "swe-agent"):
-        raise UsageError(f"--from {source!r}: use openai or swe-agent")
+    known = next((s for s in SOURCES if s == source), None)
+    if known is None:
+        raise UsageError(f"--from {source!r}: use {', '.join(SOURCES[:-1])} or {SOURCES[-1]}")
     config = load_config(profile=profile)
-    transcripts = read_transcripts(paths, "openai" if source == "openai" else "swe-agent")
+    transcripts = read_transcripts(paths, known)
     if not transcripts:
         raise UsageError(f"no {source} transcript in {[str(p) for p in paths]}")
     rows = recall_table(transcripts, budgets, config, token_counter(config.tokenizer))
     table = Table(
         title=f"needed later and in view: {len(transcripts)} {source} transcript(s)", title_justify="left"
     )
-    for column in ("budget", "steps", "needed", "pagedctx", "most recent that fit"):
+    for column in ("budget", "steps", "needed", "pagedctx", "keep the latest", "keep task + latest"):
         table.add_column(column, justify="right")
     for row in rows:
         typer.echo(json.dumps(row))
@@ -117,6 +118,7 @@ def _transcripts(paths: list[Path], source: str, budgets: list[int], profile: st
             str(row["needed"]),
             f"{row['pagedctx']:.2f}",
             f"{row['recent']:.2f}",
+            f"{row['task_recent']:.2f}",
         )
     stderr_console().print(table)
 
@@ -200,8 +202,9 @@ def replay(
     source: str | None = typer.Option(
         None,
         "--from",
-        help="openai (JSONL of chat conversations) or swe-agent (*.traj): measure what the paging "
-        "kept in view against the most recent messages that fit, at --budget (default 2k, 4k, 8k).",
+        help="openai (JSONL of chat conversations), swe-agent (*.traj) or tau-bench (its results "
+        "*.json): measure what the paging kept in view against keeping the latest messages that fit, "
+        "and the task statement + the latest, at --budget (default 2k, 4k, 8k).",
     ),
     report: Path | None = typer.Option(
         None, "--report", help="Write report.json and a self-contained report.html into this folder."
