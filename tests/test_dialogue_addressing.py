@@ -302,8 +302,8 @@ def _latest_roots(prepared: Prepared) -> set[str]:
 
 def test_the_latest_turns_give_way_to_the_turns_addressing_found(tmp_path: Path) -> None:
     """Issue 19 item 3, P3/P13: a question about the past finds a turn far back; the latest
-    segments it does not address leave the flow for the index (an Evict step each; one comes back
-    when a later round addresses it); without the rule more of them stay in the flow."""
+    segments it does not address leave the flow for the index in the round (an Evict step each;
+    one comes back when a later round addresses it, or in the final view's spare budget)."""
     turns = _turns(random.Random(7), sessions=20)
     turns[13] = {**turns[13], "text": "My cousin Ilse swam across the fjord at Bergen in two hours."}
     path = _write(tmp_path / "d.jsonl", turns)
@@ -316,8 +316,8 @@ def test_the_latest_turns_give_way_to_the_turns_addressing_found(tmp_path: Path)
     assert gave_way and gave_way <= latest
     _, kept = _run(path, question, 2000, start, addressed=0, options=LoopOptions(give_way=False))
     assert not any("gives way" in s.reason for s in kept.steps)
-    shown_latest = latest & {*result.state.flow, *result.state.background}  # some come back when addressed
-    assert len(shown_latest) < len(latest & {*kept.state.flow, *kept.state.background})
+    # The view the asker reads spends its spare budget on the newest turns (issue 34: recency is a
+    # signal, not a rival): turns that gave way in a round may come back in it, within the budget.
     assert result.tokens <= 2000 and kept.tokens <= 2000
 
 

@@ -56,7 +56,7 @@ from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.paged_context.context import TraceStep
 from pagedctx.protocol.paged_context.instructions_text import system_instructions
-from pagedctx.protocol.paged_context.render import node_lines
+from pagedctx.protocol.paged_context.render import node_lines, timeline_key
 from pagedctx.protocol.tokens import TokenCounter
 from pagedctx.protocol.worker.instructions import Explore, parse_worker_output
 
@@ -299,7 +299,14 @@ def _filled(
     state = synthesis.state
     spare = request.budget.total - synthesis.tokens
     chosen: list[str] = []
-    for page_id in plan.relevance:
+    ranked = dict.fromkeys(plan.relevance)
+    latest = sorted(
+        (p for p, page in state.pages.items() if p not in ranked and page.origin is Origin.HISTORY),
+        key=lambda p: timeline_key(state.pages[p].timestamp, p),
+        reverse=True,
+    )  # after what addressing ranked, the newest turns: recency is a signal, the budget is spent
+    opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
+    for page_id in [*ranked, *latest]:
         page = state.pages.get(page_id)
         parent = state.parents.get(page_id)
         if (
@@ -307,17 +314,23 @@ def _filled(
             or page.origin is not Origin.HISTORY
             or page.draft
             or (state.views[page_id] is View.DETAIL and is_visible(state, page_id))
-            or (
-                parent is not None
-                and not (state.views[parent] is View.UNPACKED and is_visible(state, parent))
-            )
         ):
             continue
         cost = parts.counter.count("".join(node_lines(page, View.DETAIL, 2)))
+        folded = parent is not None and not (
+            state.views[parent] is View.UNPACKED and is_visible(state, parent)
+        )
+        if folded and parent is not None and parent not in opened:  # its siblings come into view too
+            siblings = [k for k in state.children_of(parent) if k != page_id]
+            cost += sum(
+                parts.counter.count("".join(node_lines(state.pages[k], View.SUMMARY, 2))) for k in siblings
+            )
         if cost > spare:
             continue
         chosen.append(page_id)
         spare -= cost
+        if folded and parent is not None:
+            opened.add(parent)
     for _ in range(FILL_TRIES):
         if not chosen:
             break
@@ -505,6 +518,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
     router_config = _router_config(parts.router, request.budget, frame)
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
+    last_plan: RouterPlan | None = None
     recorder = TraceRecorder()  # the trace's digest and page lines, from what each round changed
     node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
     pending: Pending | None = None  # a merge the Consolidator works on while the round runs
@@ -526,6 +540,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
             proposed=frozenset(proposed),
         )
         plan = _plan(router, state, asked, boundary, router_faults) if request.route else _unrouted(intent)
+        last_plan = plan
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
         before = state
@@ -598,6 +613,8 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
     view = _View(now=now, query=request.intent.original, focus=final_focus, relevance=last_relevance)
     final_view = _render(state, view, request, parts, worker_steps)
+    if last_plan is not None:  # what the asker reads: the spare budget spent as in the rounds
+        final_view = _filled(final_view, last_plan, view, request, parts, steps=worker_steps)
     return RoundsResult(
         state=final_view.state,
         xml=final_view.xml,
