@@ -125,7 +125,9 @@ def test_killed_actors_are_replaced_and_the_session_goes_on(
 ) -> None:
     """P15 fault tolerance: the Router killed in round 1 (rebuilt, it reloads the session's pages from
     the store), the Worker in round 2 (its step is retried): the session ends as an uninterrupted one."""
-    turns = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(200)]  # more than 1,200 tokens: paged over rounds
+    turns = [
+        (f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(200)
+    ]  # more than 1,200 tokens: paged over rounds
     session_inputs = inputs.model_copy(update={"dialogues": (write_dialogue(tmp_path / "d.jsonl", turns),)})
     intent = "which service restarted"
     calm, _ = _session(session_inputs, tmp_path / "calm", intent, 1200, on_ray=True)
