@@ -286,14 +286,14 @@ def _filled(
     *,
     steps: Sequence[TraceStep],
 ) -> Synthesis:
-    """The round's view with the tokens governance left unused spent on the next turns addressing
-    ranked (the budget goes to evidence, not to slack): turns of the history not
-    shown in Detail, best first, while their dense `<Node>`s fit what is left; a turn whose parent
-    is folded is passed over (opening it would show its siblings too, at a cost the round's node does
-    not say). Kept only when the view then renders within the budget with no governance move (no
-    churn); else the first half of those turns is tried, and so on (`FILL_TRIES` renders at most),
-    else the view as it was. Only where the router fills the budget with turns (`hot_tokens`, a
-    dialogue paged)."""
+    """A view with the tokens governance left unused spent on turns (the budget goes to evidence,
+    not to slack): turns of the history not shown in Detail, those addressing ranked first (best
+    first), then the newest, while their dense `<Node>`s fit what is left; a turn whose parent is
+    folded also pays for its siblings' Summary nodes (opening the parent shows them). Kept only
+    when the view then renders within the budget with no governance move (no churn); else the
+    first half of those turns is tried, and so on (`FILL_TRIES` renders at most), else the view
+    as it was. Used for each round's view and for the final one the asker reads. Only where the
+    router fills the budget with turns (`hot_tokens`, a dialogue paged)."""
     if not request.options.fill or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
