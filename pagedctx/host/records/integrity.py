@@ -114,9 +114,9 @@ def _lines(data: bytes, folder: Path, name: str, problems: list[str]) -> list[di
 def session_tampering(folder: Path, manifest: BundleManifest) -> list[str]:
     """What of a session bundle's own files changed since it was written (module docstring)."""
     problems = [p for p in (_seal_problem(manifest),) if p is not None]
-    problems += _record_problems(
-        folder, manifest.digests, lambda name: committed(folder, manifest, name), manifest.calls
-    )
+    records = {name: committed(folder, manifest, name) for name in (manifest.trace, manifest.contexts)}
+    read = lambda name: records[name] if name in records else committed(folder, manifest, name)  # noqa: E731
+    problems += _record_problems(folder, manifest.digests, read, manifest.calls)
     for item in (*manifest.dialogues, *manifest.docs):
         problem = _copy_problem(folder, item.sha256, item.name)
         if problem is not None:
@@ -130,9 +130,9 @@ def session_tampering(folder: Path, manifest: BundleManifest) -> list[str]:
     # the n-th round event of the trace is round n of the contexts file (both numbered on across asks)
     rendered = [
         str(e.get("xml_sha256", ""))
-        for e in _lines(committed(folder, manifest, manifest.trace), folder, manifest.trace, problems)
+        for e in _lines(records[manifest.trace], folder, manifest.trace, problems)
     ]
-    for line in _lines(committed(folder, manifest, manifest.contexts), folder, manifest.contexts, problems):
+    for line in _lines(records[manifest.contexts], folder, manifest.contexts, problems):
         position, xml = line.get("round"), line.get("xml")
         if not isinstance(position, int) or not isinstance(xml, str) or not 0 <= position < len(rendered):
             continue

@@ -307,6 +307,7 @@ def _filled(
     )  # after what addressing ranked, the newest turns: recency is a signal, the budget is spent
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
     for page_id in [*ranked, *latest]:
+        recency = page_id not in ranked
         page = state.pages.get(page_id)
         parent = state.parents.get(page_id)
         if (
@@ -316,21 +317,15 @@ def _filled(
             or (state.views[page_id] is View.DETAIL and is_visible(state, page_id))
         ):
             continue
-        cost = parts.counter.count("".join(node_lines(page, View.DETAIL, 2)))
-        folded = parent is not None and not (
-            state.views[parent] is View.UNPACKED and is_visible(state, parent)
-        )
-        if folded and parent is not None and parent not in opened:  # its siblings come into view too
-            siblings = [k for k in state.children_of(parent) if k != page_id]
-            cost += sum(
-                parts.counter.count("".join(node_lines(state.pages[k], View.SUMMARY, 2))) for k in siblings
-            )
+        cost, opens = _fill_cost(state, page_id, parent, opened, parts.counter)
         if cost > spare:
+            if recency:  # newest first: the first that does not fit ends the scan (no count per turn)
+                break
             continue
         chosen.append(page_id)
         spare -= cost
-        if folded and parent is not None:
-            opened.add(parent)
+        if opens is not None:
+            opened.add(opens)
     for _ in range(FILL_TRIES):
         if not chosen:
             break
@@ -343,6 +338,20 @@ def _filled(
                 return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
         chosen = chosen[: len(chosen) // 2]
     return synthesis
+
+
+def _fill_cost(
+    state: SessionState, page_id: str, parent: str | None, opened: set[str], counter: TokenCounter
+) -> tuple[int, str | None]:
+    """What showing a turn in Detail costs, and the folded parent it opens (None: none): a parent
+    not yet opened shows its other turns too, as Summary nodes."""
+    cost = counter.count("".join(node_lines(state.pages[page_id], View.DETAIL, 2)))
+    if parent is None or (state.views[parent] is View.UNPACKED and is_visible(state, parent)):
+        return cost, None
+    if parent not in opened:
+        siblings = [state.pages[k] for k in state.children_of(parent) if k != page_id]
+        cost += sum(counter.count("".join(node_lines(k, View.SUMMARY, 2))) for k in siblings)
+    return cost, parent
 
 
 def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list[TraceStep]]:
