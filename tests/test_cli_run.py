@@ -85,7 +85,7 @@ def test_the_json_contract_carries_the_answer_and_the_pages_it_cites(tmp_path: P
     result = CliRunner().invoke(app, _run(tmp_path, "--format", "json"))
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert list(data) == ["policy", "budget", "tokens", "rounds", "answer", "pages"]
+    assert list(data) == ["policy", "budget", "tokens", "rounds", "answer", "pages", "query_shows"]
     answer = data["answer"]
     assert set(answer) == {"text", "cites"} and "9090" in answer["text"]
     shown = {page["id"]: page["shows"] for page in data["pages"]}

@@ -176,7 +176,7 @@ def test_cli_run_json_contract(inputs: SessionInputs, tmp_path: Path, runtime: s
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert list(data) == ["policy", "budget", "tokens", "rounds", "answer", "pages"]
+    assert list(data) == ["policy", "budget", "tokens", "rounds", "answer", "pages", "query_shows"]
     assert data["policy"] == "baseline" and data["tokens"] <= 2500 and data["rounds"] >= 1
     keys = ["id", "type", "view", "origin", "depth", "timestamp", "tokens", "shows"]
     assert all(list(page) == keys for page in data["pages"])

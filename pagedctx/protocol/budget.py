@@ -45,6 +45,15 @@ class BudgetShares(BaseModel):
     core: float = Field(default=0.6, gt=0, le=1, description="selection: core bodies before the rest")
     recent: float = Field(default=0.2, ge=0, le=1, description="dialogue: latest segments kept in the flow")
     trace: float = Field(default=0.15, ge=0, le=1, description="the shown <Reasoning_Trace>")
+    question: float = Field(
+        default=0.8, gt=0, le=1, description="the <Query>: a longer question is shown as its excerpt"
+    )
+    before_question: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="a live dialogue (its latest message asked): the turns right before it, first in Detail",
+    )
     hot_tokens: int = Field(default=250, gt=0, description="router: one Hot page per this many tokens")
     min_hot: int = Field(default=2, ge=0, description="router: at least this many Hot pages")
     max_hot: int = Field(default=12, ge=0, description="router: at most this many Hot pages")
@@ -108,6 +117,16 @@ class Budget(BaseModel):
     def max_hot(self) -> int:
         """How many pages the router may open Hot: one per `hot_tokens`, within [min_hot, max_hot]."""
         return max(self.shares.min_hot, min(self.shares.max_hot, self.total // self.shares.hot_tokens))
+
+    @property
+    def before_question_tokens(self) -> int:
+        """Tokens the turns right before a question that repeats the latest turn take first."""
+        return int(self.total * self.shares.before_question)
+
+    @property
+    def question_tokens(self) -> int:
+        """Tokens the `<Query>` may take: a longer question is shown as its excerpt."""
+        return max(1, int(self.total * self.shares.question))
 
     @property
     def history_detail_tokens(self) -> int:

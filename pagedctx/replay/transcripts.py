@@ -23,7 +23,11 @@ of earlier messages it *needs*:
 - it quotes them: a run of QUOTE_WORDS consecutive words of the message appears in the step;
 - it names what only they hold: an identifier, path or `call()` of the step that appears in at
   most DISTINCT earlier messages.
-In view: pagedctx's final context shows the message in full (the JSON contract's `shows`). Two
+In view: pagedctx's final context shows the message in full (the JSON contract's `shows`, and
+`query_shows`: the question, the latest message, is shown once, in the Query). What the step
+used is in view (`*_parts`): every run of words it quotes from the message and every name it uses
+that the message holds are in the context's text (a Summary keeps names, an excerpt keeps lines;
+for the references, in the texts they keep). Two
 references, in the same run, counting message texts alone against the budget; for both, a tool
 call and the results that answer it are one unit, kept whole or not at all (a call without its
 result, or a result without its call, is not what an agent keeps):
@@ -60,7 +64,6 @@ __all__ = [
 
 QUOTE_WORDS = 8
 DISTINCT = 3
-INTENT_CHARS = 2000  # the latest user or tool message, as the session's intent, is cut here
 Source = Literal["openai", "swe-agent", "tau-bench"]
 SOURCES: tuple[Source, ...] = ("openai", "swe-agent", "tau-bench")
 
@@ -219,17 +222,57 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + QUOTE_WORDS]) for i in range(len(words) - QUOTE_WORDS + 1)}
 
 
-def needed(step: str, earlier: Sequence[str]) -> set[int]:
-    """The earlier messages a step uses: quoted, or the only holders of a name it uses."""
+@dataclass(frozen=True)
+class Evidence:
+    """What a step uses of one earlier message: the runs of words it quotes, the names it uses
+    that the message is one of the few to hold."""
+
+    quotes: frozenset[tuple[str, ...]] = frozenset()
+    names: frozenset[str] = frozenset()
+
+    def seen_in(self, shingles: set[tuple[str, ...]], text: str) -> bool:
+        """Whether all of it is visible in a text (`shingles`: that text's `_shingles`)."""
+        return self.quotes <= shingles and all(name in text for name in self.names)
+
+
+def evidence(step: str, earlier: Sequence[str]) -> dict[int, Evidence]:
+    """Per earlier message the step uses (quoted, or the only holder of a name it uses), what of
+    it the step uses."""
     from pagedctx.text import code_identifiers
 
     quoted = _shingles(step)
-    out = {i for i, text in enumerate(earlier) if quoted & _shingles(text)}
+    quotes = {i: frozenset(quoted & _shingles(text)) for i, text in enumerate(earlier)}
+    names: dict[int, set[str]] = {}
     for name in code_identifiers(step):
         holders = [i for i, text in enumerate(earlier) if name in text]
         if 0 < len(holders) <= DISTINCT:
-            out.update(holders)
-    return out
+            for i in holders:
+                names.setdefault(i, set()).add(name)
+    return {
+        i: Evidence(quotes=quotes[i], names=frozenset(names.get(i, ())))
+        for i in range(len(earlier))
+        if quotes[i] or i in names
+    }
+
+
+def needed(step: str, earlier: Sequence[str]) -> set[int]:
+    """The earlier messages a step uses: quoted, or the only holders of a name it uses."""
+    return set(evidence(step, earlier))
+
+
+def visible(used: dict[int, Evidence], text: str) -> set[int]:
+    """The messages whose used parts (`evidence`) are all in a context's `text`."""
+    shingles = _shingles(text)
+    return {i for i, part in used.items() if part.seen_in(shingles, text)}
+
+
+def context_text(xml: str) -> str:
+    """The text a reader of a `<PagedContext>` sees: its elements' text, unescaped, one element
+    a line."""
+    from lxml import etree
+
+    root = etree.fromstring(xml.encode())
+    return "\n".join(str(text) for text in root.itertext())
 
 
 @dataclass
@@ -240,6 +283,10 @@ class StepMeasure:
     recent: set[int] = field(default_factory=set)
     task_recent: set[int] = field(default_factory=set)
     tokens: int = 0  # pagedctx's whole rendered context
+    # the needed messages whose used parts (quotes, names) are visible somewhere in the context
+    pagedctx_parts: set[int] = field(default_factory=set)
+    recent_parts: set[int] = field(default_factory=set)
+    task_recent_parts: set[int] = field(default_factory=set)
 
 
 def units(messages: Sequence[Message]) -> list[list[int]]:
@@ -280,6 +327,10 @@ def keep_latest(
     return kept
 
 
+def _joined(texts: Sequence[str], kept: set[int]) -> str:
+    return "\n".join(texts[i] for i in sorted(kept))
+
+
 def measure_transcript(transcript: Transcript, budget: int, config: Any, counter: Any) -> list[StepMeasure]:
     """Per assistant step with something needed: what pagedctx and the reference kept in view."""
     from pagedctx.engine import fixed_clock
@@ -297,7 +348,8 @@ def measure_transcript(transcript: Transcript, budget: int, config: Any, counter
             for index, message in enumerate(transcript.messages):
                 if message.role != "assistant" or index == 0:
                     continue
-                wanted = needed(message.text, texts[:index])
+                used = evidence(message.text, texts[:index])
+                wanted = set(used)
                 if not wanted:
                     continue
                 fresh = [(transcript.messages[i].role, texts[i] or "(empty)") for i in range(added, index)]
@@ -311,18 +363,24 @@ def measure_transcript(transcript: Transcript, budget: int, config: Any, counter
                     ),
                     texts[index - 1],
                 )
-                result = session.ask(asked[:INTENT_CHARS] or "continue", budget=budget)
+                result = session.ask(asked or "continue", budget=budget)
                 shown = {s for page in result.contract.get("pages", []) for s in page.get("shows", [])}
+                shown.update(result.contract.get("query_shows", []))
                 in_view = {int(s[1:]) - 1 for s in shown if re.fullmatch(r"t\d+", s)}
                 earlier = transcript.messages[:index]
+                recent = keep_latest(earlier, costs, budget)
+                task_recent = keep_latest(earlier, costs, budget, transcript.task)
                 out.append(
                     StepMeasure(
                         step=index,
                         needed=wanted,
                         pagedctx=in_view & wanted,
-                        recent=keep_latest(earlier, costs, budget) & wanted,
-                        task_recent=keep_latest(earlier, costs, budget, transcript.task) & wanted,
+                        recent=recent & wanted,
+                        task_recent=task_recent & wanted,
                         tokens=result.tokens,
+                        pagedctx_parts=visible(used, context_text(result.xml)),
+                        recent_parts=visible(used, _joined(texts, recent)),
+                        task_recent_parts=visible(used, _joined(texts, task_recent)),
                     )
                 )
     return out
@@ -346,6 +404,9 @@ def recall_table(
                 "pagedctx": sum(len(s.pagedctx) for s in steps) / wanted if wanted else 0.0,
                 "recent": sum(len(s.recent) for s in steps) / wanted if wanted else 0.0,
                 "task_recent": sum(len(s.task_recent) for s in steps) / wanted if wanted else 0.0,
+                "pagedctx_parts": sum(len(s.pagedctx_parts) for s in steps) / wanted if wanted else 0.0,
+                "recent_parts": sum(len(s.recent_parts) for s in steps) / wanted if wanted else 0.0,
+                "task_recent_parts": sum(len(s.task_recent_parts) for s in steps) / wanted if wanted else 0.0,
                 "tokens_mean": sum(s.tokens for s in steps) / len(steps) if steps else 0.0,
             }
         )

@@ -1,7 +1,8 @@
 """The JSON form of a finished session (`pagedctx run --format json`, a contract others depend on).
 
 `{"policy", "budget", "tokens", "rounds", "answer": {"text", "cites": [...]} | null, "pages": [{"id",
-"type", "view", "origin", "depth", "timestamp", "tokens", "shows": [...]}]}` (docs/run.md).
+"type", "view", "origin", "depth", "timestamp", "tokens", "shows": [...]}], "query_shows": [...]}`
+(docs/run.md).
 `tokens` at the top is the exact count of the rendered XML. `answer` is null when no round answered
 within the round cap; otherwise `text` is the answer as the worker gave it and `cites` the ids of
 the session's pages it names as whole words (`... port 9090 [feba9599]`, `page feba9599`), in
@@ -9,7 +10,9 @@ order of first citation. Pages are those the final context renders (Linear_Flow 
 Background_Context roots and the children of Unpacked pages), in document order; a page's `tokens`
 counts what it shows (its content in Detail, its summary otherwise); `shows` lists what it shows in
 full: dialogue turn ids, chunk ids, or `path:A-B` line ranges of documents, streams and whole
-files. Summaries and containers show nothing in full.
+files. Summaries and containers show nothing in full. `query_shows` lists the dialogue turn the
+`<Query>` shows whole when the question repeats one (a chat's latest message, added as a turn and
+then asked: shown once, there; its page stays a Summary node), else it is empty.
 """
 
 from __future__ import annotations
@@ -35,8 +38,15 @@ def _owner(blocks: BlockProvider, handle: str) -> BlockProvider | None:
 
 def shows(state: SessionState, page_id: str, blocks: BlockProvider) -> list[str]:
     """What a page shows in full in the final context (see the module docstring)."""
+    if state.views[page_id] is not View.DETAIL:
+        return []
+    return _sources(state, page_id, blocks)
+
+
+def _sources(state: SessionState, page_id: str, blocks: BlockProvider) -> list[str]:
+    """What an original page holds, named as `shows` names it (a turn id, a chunk id, a range)."""
     page = state.pages[page_id]
-    if state.views[page_id] is not View.DETAIL or not isinstance(page, OriginalPage) or page.pblock is None:
+    if not isinstance(page, OriginalPage) or page.pblock is None:
         return []
     owner = _owner(blocks, page.pblock)
     if isinstance(owner, CodeProvider):
@@ -95,8 +105,10 @@ def session_contract(
     blocks: BlockProvider,
     counter: TokenCounter,
     answer: str | None,
+    query_turn: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON contract of a finished session."""
+    """The JSON contract of a finished session (`query_turn`: the page of the turn the Query shows
+    whole)."""
     pages: list[dict[str, Any]] = []
     for page_id in _rendered(state):
         page = state.pages[page_id]
@@ -121,4 +133,7 @@ def session_contract(
         "rounds": rounds,
         "answer": answer_contract(answer, state),
         "pages": pages,
+        "query_shows": _sources(state, query_turn, blocks)
+        if query_turn is not None and query_turn in state.pages
+        else [],
     }

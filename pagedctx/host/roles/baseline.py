@@ -9,7 +9,9 @@ shown (a speaker's name on half the turns counts little). It consults the best S
 bear on the intent and unpacks relevant Consolidated nodes; it explores relevant blocks it has not
 explored yet (P16); it shelves shown Originals that share nothing with the intent; when nothing
 relevant is left to zoom into (or on the last round) it answers with the sentences of the shown
-evidence that cover the intent best, citing page ids. Its output is a v2.2 envelope that the host
+evidence that cover the intent best, citing page ids. A Summary turn the `<Query>` repeats (a
+chat's latest message, shown once, in the Query) is read from the Query: not consulted, and its
+statements are evidence cited with its id. Its output is a v2.2 envelope that the host
 parses with the protocol grammar like any model's.
 
 Consolidator: a summary of pages made of each source's lead sentence (an earlier answer's lead
@@ -141,6 +143,24 @@ def _evidence(nodes: Sequence[ContextNode], focus: set[str], intent: str) -> tup
     return " ".join(f"{s} [{pid}]" for *_, pid, s in picked), sorted({item[4] for item in picked})
 
 
+_MENTIONS = re.compile(r"\s*\[mentions [^\]]*\]$")
+
+
+def _query_turn(nodes: Sequence[ContextNode], query: str) -> ContextNode | None:
+    """The Summary turn whose lead the Query starts with, shown as Detail with the Query's text
+    (the host shows such a turn once, in the Query); None when there is none."""
+    asked = " ".join(query.split())
+    for node in nodes:
+        if node.view is not View.SUMMARY or node.type is not PageType.ORIGINAL or not node.summary:
+            continue
+        speaker, said, text = node.summary.partition(": ")
+        head = " ".join(_MENTIONS.sub("", text if said else speaker).rstrip("…").split())
+        if head and asked.startswith(head):
+            prefix = f"{speaker}: " if said else ""
+            return node.model_copy(update={"view": View.DETAIL, "summary": None, "content": prefix + query})
+    return None
+
+
 def baseline_worker(
     xml: str, intent: str, *, explored: Sequence[str] = (), final: bool = False, max_actions: int = 6
 ) -> str:
@@ -149,6 +169,9 @@ def baseline_worker(
     focus = set(terms(query_words(intent)))
     tried = {(step.action, step.target) for step in document.trace if step.status != "fault"}
     nodes = _flatten([*document.flow, *(document.background or ())], [])
+    asked = _query_turn(nodes, document.query)
+    if asked is not None:  # read from the Query, not consulted
+        nodes = [asked if node.id == asked.id else node for node in nodes]
     covered = {node.id: _covered(_text(node), focus) for node in nodes}
     weights = _rarity(covered.values(), focus)
     whole = sum(weights.values())
@@ -193,7 +216,12 @@ def baseline_worker(
                 )
         if actions:
             stale = [
-                n for n in nodes if n.view is View.DETAIL and n.type is PageType.ORIGINAL and score[n.id] == 0
+                n
+                for n in nodes
+                if n.view is View.DETAIL
+                and n.type is PageType.ORIGINAL
+                and score[n.id] == 0
+                and n is not asked
             ]
             for node in sorted(stale, key=lambda n: n.id)[:MAX_SHELVES]:
                 actions.append({"action": "Shelve", "reason": "off the intent", "id": node.id})

@@ -76,6 +76,13 @@ class RouterConfig(BaseModel):
     block_threshold: float = Field(default=0.35, gt=0, le=1)
     memory_limit: int = Field(default=3, ge=0)
     head_terms: int = Field(default=6, ge=0, description="focus terms taken from the head")
+    wall_share: float = Field(
+        default=0.65,
+        gt=0,
+        le=1,
+        description="a page whose Detail takes more of `hot_tokens` than this is not made Hot (a wall: "
+        "showing it pushes every other page out); it stays addressable, the fill shows it when it fits",
+    )
 
 
 class BlockPick(BaseModel):
@@ -126,11 +133,16 @@ def _hot(
 ) -> tuple[str, ...]:
     """The pages to show in Detail: the best `max_hot` within `hot_ratio` of the best; then, while
     `hot_tokens` allows, more turns of the history (Original History pages) in the same order: when
-    the question is about the past, the budget goes to the turns that may answer it."""
+    the question is about the past, the budget goes to the turns that may answer it. With
+    `hot_tokens` set, a wall (a page over `wall_share` of it: an agent's 1,200-token policy in a
+    2,000-token budget) is not Hot: the turns it would push out are worth more together."""
     top = combined[ranked[0]] if ranked else 0.0
     if top <= 0:
         return ()
     eligible = [pid for pid in ranked if combined[pid] >= cfg.hot_ratio * top]
+    if cfg.hot_tokens is not None:  # a wall would push every other page out: addressable, not Hot
+        wall = cfg.hot_tokens * cfg.wall_share
+        eligible = [pid for pid in eligible if _detail_tokens(state.pages[pid]) <= wall]
     hot = eligible[:max_hot]
     if cfg.hot_tokens is None:
         return tuple(hot)

@@ -13,11 +13,18 @@ stays as it was before the worker spoke.
 
 One room: the round in the order above (plan, view, the worker's acts, its record) is one job, and
 its steps share the round's state and fault handling.
+
+The question is shown once: the `<Query>` holds it (its excerpt when longer than the budget's
+`question` share: `host.text.excerpt`), and when it repeats a turn of the dialogue (a chat's latest
+message, added as a turn and then asked: `_asked_turn`) that turn stays a Summary node, never
+filled or revealed in Detail beside it unless the worker consults it (`_as_query`); the result
+names it (`query_turn`) when the Query shows it whole.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,12 +53,13 @@ from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.sentry import is_pivot
 from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
+from pagedctx.host.text.excerpt import Excerpt, excerpt
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Origin, OriginalPage, SessionState, View, is_visible
 from pagedctx.pages.exchange import evict
-from pagedctx.pages.moves import end_round
+from pagedctx.pages.moves import dehydrate, end_round
 from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.paged_context.context import TraceStep
@@ -76,6 +84,7 @@ NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the rou
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
+ASKED_LOOKBACK = 8  # the newest flow roots searched for the turn the question repeats
 
 
 class LoopOptions(BaseModel):
@@ -148,6 +157,7 @@ class RoundsResult(BaseModel):
     answer: str | None
     steps: tuple[TraceStep, ...]
     focus: frozenset[str] = frozenset()  # the intent focus of the final view (governed last)
+    query_turn: str | None = None  # the turn's page the final <Query> shows whole (it repeats it)
 
 
 @dataclass
@@ -200,12 +210,48 @@ def _shown_trace(steps: Sequence[TraceStep], budget: Budget, counter: TokenCount
     return tuple(reversed(shown))
 
 
+def _shown_question(text: str, budget: Budget, counter: TokenCounter) -> Excerpt:
+    """What the `<Query>` shows of a question: all of it, or its excerpt past the `question` share."""
+    return excerpt(text, budget.question_tokens, counter)
+
+
+def _asked_turn(state: SessionState, question: str) -> str | None:
+    """The newest of the latest turns whose text is the question (None: none): a chat's latest
+    message, added as a turn and then asked (in the flow, or Shelved when the dialogue is paged)."""
+    asked = " ".join(question.split())
+    if not asked:
+        return None
+    latest = heapq.nlargest(
+        ASKED_LOOKBACK,
+        (
+            p
+            for p, page in state.pages.items()
+            if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY
+        ),
+        key=lambda p: timeline_key(state.pages[p].timestamp, p),
+    )
+    for page_id in latest:
+        page = state.pages[page_id]
+        if isinstance(page, OriginalPage) and " ".join(speaker_and_text(page.content)[1].split()) == asked:
+            return page_id
+    return None
+
+
+def _as_query(state: SessionState, turn: str | None, zoomed: Sequence[str]) -> SessionState:
+    """The state with the turn the Query repeats back in Summary (shown once, in the Query),
+    unless the worker consulted it (`zoomed`): what the worker asked to see stays shown."""
+    if turn is None or turn in zoomed or turn not in state.pages or state.views[turn] is View.SUMMARY:
+        return state
+    moved = dehydrate(state, turn)
+    return moved.state if isinstance(moved, Transition) else state
+
+
 def _frame_tokens(request: SessionRequest, counter: TokenCounter) -> int:
     """What a document costs before any page: registry, instructions, the query."""
     empty = SynthesisRequest(
         budget=1 << 30,
         current_time=_FRAME_TIME,
-        query=request.intent.original,
+        query=_shown_question(request.intent.original, request.budget, counter).text,
         system_instructions=system_instructions(request.instructions),
     )
     return synthesize(SessionState(), empty, counter).tokens
@@ -285,6 +331,7 @@ def _filled(
     parts: SessionParts,
     *,
     steps: Sequence[TraceStep],
+    asked: str | None = None,
 ) -> Synthesis:
     """A view with the tokens governance left unused spent on turns (the budget goes to evidence,
     not to slack): turns of the history not shown in Detail, those addressing ranked first (best
@@ -293,33 +340,39 @@ def _filled(
     when the view then renders within the budget with no governance move (no churn); else the
     first half of those turns is tried, and so on (`FILL_TRIES` renders at most), else the view
     as it was. Used for each round's view and for the final one the asker reads. Only where the
-    router fills the budget with turns (`hot_tokens`, a dialogue paged)."""
+    router fills the budget with turns (`hot_tokens`, a dialogue paged). `asked`: the turn the
+    Query shows (never filled beside it)."""
     if not request.options.fill or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
     spare = request.budget.total - synthesis.tokens
     chosen: list[str] = []
     ranked = dict.fromkeys(plan.relevance)
-    latest = sorted(
-        (p for p, page in state.pages.items() if p not in ranked and page.origin is Origin.HISTORY),
-        key=lambda p: timeline_key(state.pages[p].timestamp, p),
-        reverse=True,
-    )  # after what addressing ranked, the newest turns: recency is a signal, the budget is spent
+    newest = _history_newest(state)  # shown, folded, in the far field or Shelved
+    latest = [p for p in newest if p not in ranked]  # after what addressing ranked: the budget is spent
+    before = _before_asked(state, newest, asked, request.budget.before_question_tokens, parts.counter)
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
-    for page_id in [*ranked, *latest]:
-        recency = page_id not in ranked
+    seen: set[str] = set()
+    for phase, page_id in [
+        *(("before", p) for p in before),
+        *(("ranked", p) for p in ranked),
+        *(("latest", p) for p in latest),
+    ]:
         page = state.pages.get(page_id)
         parent = state.parents.get(page_id)
         if (
-            not isinstance(page, OriginalPage)
+            page_id in seen
+            or not isinstance(page, OriginalPage)
             or page.origin is not Origin.HISTORY
             or page.draft
+            or page_id == asked
             or (state.views[page_id] is View.DETAIL and is_visible(state, page_id))
         ):
             continue
+        seen.add(page_id)
         cost, opens = _fill_cost(state, page_id, parent, opened, parts.counter)
         if cost > spare:
-            if recency:  # newest first: the first that does not fit ends the scan (no count per turn)
+            if phase == "latest":  # newest first: the first that does not fit ends the scan
                 break
             continue
         chosen.append(page_id)
@@ -338,6 +391,36 @@ def _filled(
                 return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
         chosen = chosen[: len(chosen) // 2]
     return synthesis
+
+
+def _history_newest(state: SessionState) -> list[str]:
+    """The history's pages newest first: shown, folded, in the far field or Shelved."""
+    return sorted(
+        (p for p, page in state.pages.items() if page.origin is Origin.HISTORY),
+        key=lambda p: timeline_key(state.pages[p].timestamp, p),
+        reverse=True,
+    )
+
+
+def _before_asked(
+    state: SessionState, newest: Sequence[str], asked: str | None, tokens: int, counter: TokenCounter
+) -> list[str]:
+    """Of the history's pages `newest` (newest first), the turns before the one the question
+    repeats while their texts fit `tokens` (a live dialogue's latest message is read with what came
+    just before it: the call an observation answers, the request a reply takes up); none when the
+    question repeats no turn."""
+    if asked is None or asked not in state.pages or tokens <= 0:
+        return []
+    out: list[str] = []
+    for page_id in newest:
+        page = state.pages[page_id]
+        if page_id == asked or not isinstance(page, OriginalPage) or page.draft:
+            continue
+        tokens -= counter.count(page.content)
+        if tokens < 0:
+            break
+        out.append(page_id)
+    return out
 
 
 def _fill_cost(
@@ -524,6 +607,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
     addressed: set[str] = set()  # intents whose blocks were already drafted
     answer: str | None = None
     frame = _frame_tokens(request, parts.counter)
+    asked_turn = _asked_turn(state, request.intent.original)
     router_config = _router_config(parts.router, request.budget, frame)
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
@@ -555,14 +639,22 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         before = state
         allowance = max(1, (request.budget.total - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
+        state = _as_query(state, asked_turn, zoomed)
         last_relevance = _relevance(state, plan.relevance)
         state, gave_way = _give_way(state, plan) if request.options.give_way else (state, [])
         boundary.extend(gave_way)
         _sync(router, before, state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
-        view = _View(now=now, query=intent.text, focus=last_focus, relevance=last_relevance)
+        query = _shown_question(intent.text, request.budget, parts.counter).text
+        view = _View(now=now, query=query, focus=last_focus, relevance=last_relevance)
         synthesis = _filled(
-            _render(state, view, request, parts, worker_steps), plan, view, request, parts, steps=worker_steps
+            _render(state, view, request, parts, worker_steps),
+            plan,
+            view,
+            request,
+            parts,
+            steps=worker_steps,
+            asked=asked_turn,
         )
         state = synthesis.state
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
@@ -620,10 +712,14 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         state = _merged(state, pending, router, steps)
     now = parts.clock()
     final_focus = frozenset(p for p in [*last_focus, *zoomed] if p in state.pages)  # the last consults too
-    view = _View(now=now, query=request.intent.original, focus=final_focus, relevance=last_relevance)
+    question = _shown_question(request.intent.original, request.budget, parts.counter)
+    state = _as_query(state, asked_turn, zoomed)
+    view = _View(now=now, query=question.text, focus=final_focus, relevance=last_relevance)
     final_view = _render(state, view, request, parts, worker_steps)
     if last_plan is not None:  # what the asker reads: the spare budget spent as in the rounds
-        final_view = _filled(final_view, last_plan, view, request, parts, steps=worker_steps)
+        final_view = _filled(
+            final_view, last_plan, view, request, parts, steps=worker_steps, asked=asked_turn
+        )
     return RoundsResult(
         state=final_view.state,
         xml=final_view.xml,
@@ -632,4 +728,5 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         answer=answer,
         steps=tuple(steps),
         focus=final_focus,
+        query_turn=asked_turn if question.whole and asked_turn in final_view.state.pages else None,
     )

@@ -89,6 +89,7 @@ def session_result(
         blocks=rounds.prepared.blocks,
         counter=rounds.counter,
         answer=result.answer,
+        query_turn=result.query_turn,
     )
     answer = contract.get("answer") or {}
     return SessionResult(

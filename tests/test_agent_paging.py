@@ -1,0 +1,215 @@
+"""Paging an agent's transcript (issue 34; P6, P12, P13): the question shown once, a long one as its
+excerpt, the turns right before it first, and what the bench counts as in view."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lxml import etree
+
+from pagedctx.config import load_config
+from pagedctx.host.roles.baseline import baseline_worker
+from pagedctx.host.text.excerpt import excerpt
+from pagedctx.protocol.budget import Budget, BudgetShares
+from pagedctx.protocol.tokens import token_counter
+from pagedctx.replay.transcripts import context_text, evidence, visible
+from pagedctx.session import Session
+
+START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+COUNTER = token_counter(load_config().tokenizer)
+
+
+def _open(tmp_path: Path) -> Session:
+    from pagedctx.engine import fixed_clock
+
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    return Session.open(store=store, session_id="agent", runtime="inproc", clock=fixed_clock(START))
+
+
+def _chatter(count: int) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for i in range(count):
+        out.append(
+            ("user", f"Step {i}: the deploy of service alpha{i} on host node{i} went through the queue.")
+        )
+        out.append(("assistant", f"Noted for alpha{i}: the deploy queue on node{i} is done, nothing to fix."))
+    return out
+
+
+def _traceback(frames: int) -> str:
+    lines = ["$ python -m pytest tests/test_ports.py", "collected 12 items", ""]
+    for i in range(frames):
+        lines.append(f'  File "/srv/app/module_{i}.py", line {10 + i}, in handler_{i}')
+        lines.append(f"    value = registry.lookup(name_{i}, default=None, strict=True)  # frame {i}")
+        lines.append(f"    padding words that say nothing much at all, line {i} of the noise")
+    lines += [
+        "ValueError: port 9090 is already bound by parse_port()",
+        "1 failed, 11 passed in 0.42s",
+        "bash-$",
+    ]
+    return "\n".join(lines)
+
+
+def _nodes(xml: str) -> list[etree._Element]:
+    return list(etree.fromstring(xml.encode()).iter("Node"))
+
+
+def test_a_question_that_repeats_the_latest_turn_is_shown_once_in_the_query(tmp_path: Path) -> None:
+    """Issue 34: a chat's latest message, added as a turn and then asked, is in the XML once (the
+    Query); its page stays a Summary node; the contract's `query_shows` names the turn."""
+    latest = (
+        "Observation: the build finished. The gate code 8812 opens the north door; the south stays locked."
+    )
+    with _open(tmp_path) as session:
+        session.add_turns([*_chatter(20), ("tool", latest)])
+        result = session.ask(latest, budget=3000)
+    assert result.xml.count("gate code 8812") == 1
+    assert etree.fromstring(result.xml.encode()).findtext("Query") == latest
+    (turn,) = [n for n in _nodes(result.xml) if "the build finished" in "".join(str(t) for t in n.itertext())]
+    assert turn.get("view") == "Summary"  # its lead, addressable; its text is the Query's
+    assert result.contract["query_shows"] == ["t41"]
+    assert not any("t41" in page["shows"] for page in result.contract["pages"])
+    assert result.tokens <= 3000
+
+
+def test_a_question_that_repeats_no_turn_shows_none(tmp_path: Path) -> None:
+    """A question asked about a dialogue (LoCoMo, `pagedctx run --intent`) is no turn of it."""
+    with _open(tmp_path) as session:
+        session.add_turns(_chatter(5))
+        result = session.ask("which host ran alpha3?", budget=3000)
+    assert result.contract["query_shows"] == []
+
+
+def test_a_long_observation_is_shown_as_its_excerpt_with_the_error_and_the_tail(tmp_path: Path) -> None:
+    """Issue 34: an observation longer than the `question` share is shown as its excerpt: the
+    command, the error line and the verdict kept, cut runs marked; not counted as shown whole."""
+    long = _traceback(60)
+    assert COUNTER.count(long) > 0.8 * 2000
+    with _open(tmp_path) as session:
+        session.add_turns([*_chatter(4), ("tool", long)])
+        result = session.ask(long, budget=2000)
+    query = etree.fromstring(result.xml.encode()).findtext("Query") or ""
+    assert "ValueError: port 9090 is already bound by parse_port()" in query
+    assert query.startswith("$ python -m pytest tests/test_ports.py")
+    assert "1 failed, 11 passed" in query and "lines cut ...]" in query
+    assert result.contract["query_shows"] == [] and result.tokens <= 2000
+
+
+def test_the_call_right_before_an_observation_is_in_view_with_it(tmp_path: Path) -> None:
+    """Issue 34: the call an observation answers is read with it, though older turns match the
+    observation's words and the call shares none with it."""
+    older = [
+        ("user", f"Earlier: port 9090 bind error in parse_port() of ports.py, attempt {i}, still failing.")
+        for i in range(60)
+    ]
+    call = ("assistant", "call run_tests({'path': 'tests'})")
+    latest = "Observation: port 9090 bind error in parse_port() of ports.py again."
+    with _open(tmp_path) as session:
+        session.add_turns([*older, call, ("tool", latest)])
+        result = session.ask(latest, budget=900)
+    shown = {s for page in result.contract["pages"] for s in page["shows"]}
+    assert "t61" in shown
+    assert result.contract["query_shows"] == ["t62"]
+
+
+def test_the_turns_before_the_question_are_taken_newest_first_within_their_share(tmp_path: Path) -> None:
+    """Issue 34 (`before_question`): the fill's first candidates are the turns right before the one
+    the question repeats, newest first, while their texts fit the share; not the asked turn."""
+    from pagedctx.host.session.loop import _asked_turn, _before_asked, _history_newest
+
+    turns = [("user", f"turn {i}: " + "word " * 40) for i in range(10)]
+    latest = "Observation: the last one."
+    with _open(tmp_path) as session:
+        session.add_turns([*turns, ("tool", latest)])
+        session.ask(latest, budget=2000)
+        state = session.state
+    asked = _asked_turn(state, latest)
+    assert asked is not None
+    each = COUNTER.count(f"user: turn 9: {'word ' * 40}")
+    before = _before_asked(state, _history_newest(state), asked, 3 * each + 1, COUNTER)
+    texts = [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
+    assert texts == ["turn 9", "turn 8", "turn 7"]
+    assert _before_asked(state, _history_newest(state), None, 10_000, COUNTER) == []
+    assert _asked_turn(state, "a question nobody said") is None
+
+
+def test_the_before_question_share_is_a_budget_share() -> None:
+    budget = Budget(total=4000, shares=BudgetShares(before_question=0.25, question=0.5))
+    assert budget.before_question_tokens == 1000 and budget.question_tokens == 2000
+
+
+def test_the_baseline_worker_reads_the_turn_the_query_repeats_from_the_query() -> None:
+    """The baseline worker does not consult the Summary turn the Query repeats: it answers from
+    the Query's statement and cites that turn (it never pretends a page it did not see)."""
+    xml = (
+        '<PagedContext version="0.1.0-alpha"><Static_Registry><ST-Node id="CURRENT_TIME" '
+        'value="2026-01-01T00:00:09Z"/><System_Instructions>x</System_Instructions></Static_Registry>'
+        "<Query>The gate code is 8812. What is the code?</Query><Reasoning_Trace/>"
+        '<Linear_Flow origin="History">'
+        '<Node id="aaaa01" view="Summary" timestamp="2026-01-01T00:00:01Z">user: We moved the bikes.</Node>'
+        '<Node id="bbbb02" view="Summary" timestamp="2026-01-01T00:00:02Z">'
+        "user: The gate code is 8812.…</Node>"
+        "</Linear_Flow></PagedContext>"
+    )
+    import json
+
+    out = json.loads(baseline_worker(xml, "The gate code is 8812. What is the code?"))
+    data = out["data"]
+    assert not any(a.get("id") == "bbbb02" for a in data["actions"])
+    assert data["answer"] is not None and "8812" in data["answer"] and "[bbbb02]" in data["answer"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=80),
+        max_size=60,
+        unique=True,  # a line's place is found by its text
+    ),
+    limit=st.integers(min_value=12, max_value=400),
+)
+def test_an_excerpt_fits_its_budget_keeps_its_lines_in_order_and_is_deterministic(
+    lines: list[str], limit: int
+) -> None:
+    text = "\n".join(lines)
+    first = excerpt(text, limit, COUNTER)
+    assert first == excerpt(text, limit, COUNTER)
+    if first.whole:
+        assert first.text == text and COUNTER.count(text) <= limit
+        return
+    assert COUNTER.count(first.text) <= limit
+    kept = [line for line in first.text.split("\n") if not line.startswith("[... ")]
+    positions = [lines.index(line) for line in kept if line in lines]
+    assert positions == sorted(positions)
+
+
+def test_an_excerpt_prefers_error_lines_over_noise() -> None:
+    text = _traceback(40)
+    short = excerpt(text, 150, COUNTER)
+    assert not short.whole and COUNTER.count(short.text) <= 150
+    assert "ValueError: port 9090 is already bound by parse_port()" in short.text
+    assert "padding words" not in short.text or short.text.count("padding words") < 5
+
+
+def test_in_view_by_parts_counts_quotes_and_names_found_anywhere_in_the_context() -> None:
+    """The bench's second measure: a message is in view when what the step uses of it (the runs
+    of words it quotes, the names it alone holds) is in the context's text: a Summary that keeps
+    the name counts, a Summary that drops it does not."""
+    earlier = [
+        "the staging server listens on port 9090 behind the nginx proxy since Monday",
+        "open deploy/ports.yaml and check parse_port()",
+    ]
+    used = evidence(
+        "so the staging server listens on port 9090 behind the nginx proxy; fix parse_port()", earlier
+    )
+    assert set(used) == {0, 1}
+    summary_only = (
+        "<Query>q</Query><Node>user: open the file… [mentions deploy/ports.yaml parse_port()]</Node>"
+    )
+    text = context_text(f"<PagedContext>{summary_only}</PagedContext>")
+    assert visible(used, text) == {1}
+    assert visible(used, "user: open the file") == set()
+    assert context_text("<PagedContext><Query>a &lt; b</Query></PagedContext>") == "a < b"
