@@ -24,7 +24,11 @@ Data (real, published by others, not committed; pass the checkout's folder):
 messages it quotes (8 words in a row) or that alone hold a name it uses (an identifier, path or
 `call()` found in at most 3 earlier messages); steps needing nothing are not measured. "In view":
 pagedctx's rendered context, asked with the latest user or tool message at the budget, shows the
-message in full (the whole XML counts against the budget). The references count message texts
+message in full (the whole XML counts against the budget; the question, added as a turn and then
+asked, is shown once, in the Query: the contract's `query_shows`). "Parts": what the step used of
+the message (the runs of words it quotes, the names it uses that the message holds) is all in the
+context's text, wherever (a Summary that keeps the names, an excerpt that keeps the line); for the
+references, in the texts they keep. The references count message texts
 alone, and keep a tool call and the results answering it together or not at all: "keep the
 latest" keeps the newest units that fit, stopping at the first that does not; "keep task +
 latest" keeps the task statement (the first user message; SWE-agent: the first that is not a
@@ -60,8 +64,11 @@ def main() -> None:
     rows = recall_table(
         transcripts, [int(b) for b in args.budgets.split(",")], config, token_counter(config.tokenizer)
     )
-    print("| source | budget | steps | needed | pagedctx | keep the latest | keep task + latest |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| source | budget | steps | needed | pagedctx | keep the latest | keep task + latest "
+        "| pagedctx, parts | keep the latest, parts | keep task + latest, parts |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         cells = [
             args.source,
@@ -71,6 +78,9 @@ def main() -> None:
             f"{row['pagedctx']:.2f}",
             f"{row['recent']:.2f}",
             f"{row['task_recent']:.2f}",
+            f"{row['pagedctx_parts']:.2f}",
+            f"{row['recent_parts']:.2f}",
+            f"{row['task_recent_parts']:.2f}",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     print(f"({time.perf_counter() - started:.1f} s wall, {time.process_time() - cpu:.1f} CPU s)")
