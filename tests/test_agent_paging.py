@@ -133,6 +133,24 @@ def test_the_turns_before_the_question_are_taken_newest_first_within_their_share
     texts = [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
     assert texts == ["turn 9", "turn 8", "turn 7"]
     assert _before_asked(state, _history_newest(state), None, 10_000, COUNTER) == []
+
+
+def test_the_lead_up_passes_over_a_turn_too_long_for_what_is_left(tmp_path: Path) -> None:
+    """An observation far longer than the rest does not end the lead-up: the shorter turns before
+    it still come (at most LEAD_UP_MISSES passed over)."""
+    from pagedctx.host.session.loop import _asked_turn, _before_asked, _history_newest
+
+    turns = [("user", f"turn {i}: " + "word " * (400 if i == 8 else 40)) for i in range(10)]
+    latest = "Observation: the last one."
+    with _open(tmp_path) as session:
+        session.add_turns([*turns, ("tool", latest)])
+        session.ask(latest, budget=2000)
+        state = session.state
+    asked = _asked_turn(state, latest)
+    each = COUNTER.count(f"user: turn 9: {'word ' * 40}")
+    before = _before_asked(state, _history_newest(state), asked, 3 * each + 1, COUNTER)
+    texts = [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
+    assert texts == ["turn 9", "turn 7", "turn 6"]
     assert _asked_turn(state, "a question nobody said") is None
 
 

@@ -79,6 +79,7 @@ __all__ = [
 ]
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
+LEAD_UP_MISSES = 8  # turns too long for what is left that the lead-up passes over before it stops
 FILL_TRIES = 3  # renders the fill may try: all the turns that fit, then the first half, the first quarter
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
@@ -406,19 +407,25 @@ def _before_asked(
     state: SessionState, newest: Sequence[str], asked: str | None, tokens: int, counter: TokenCounter
 ) -> list[str]:
     """Of the history's pages `newest` (newest first), the turns before the one the question
-    repeats while their texts fit `tokens` (a live dialogue's latest message is read with what came
-    just before it: the call an observation answers, the request a reply takes up); none when the
+    repeats whose texts fit `tokens` together, newest first, passing over at most
+    `LEAD_UP_MISSES` that do not (a live dialogue's latest message is read with what came just
+    before it: the call an observation answers, the request a reply takes up); none when the
     question repeats no turn."""
     if asked is None or asked not in state.pages or tokens <= 0:
         return []
     out: list[str] = []
+    misses = 0
     for page_id in newest:
         page = state.pages[page_id]
         if page_id == asked or not isinstance(page, OriginalPage) or page.draft:
             continue
-        tokens -= counter.count(page.content)
-        if tokens < 0:
-            break
+        cost = counter.count(page.content)
+        if cost > tokens:  # an older, shorter turn may still fit: a few are looked at, not all
+            misses += 1
+            if misses > LEAD_UP_MISSES:
+                break
+            continue
+        tokens -= cost
         out.append(page_id)
     return out
 
@@ -427,8 +434,12 @@ def _fill_cost(
     state: SessionState, page_id: str, parent: str | None, opened: set[str], counter: TokenCounter
 ) -> tuple[int, str | None]:
     """What showing a turn in Detail costs, and the folded parent it opens (None: none): a parent
-    not yet opened shows its other turns too, as Summary nodes."""
-    cost = counter.count("".join(node_lines(state.pages[page_id], View.DETAIL, 2)))
+    not yet opened shows its other turns too, as Summary nodes; a turn shown as a Summary node
+    frees that node."""
+    page = state.pages[page_id]
+    cost = counter.count("".join(node_lines(page, View.DETAIL, 2)))
+    if state.views[page_id] is View.SUMMARY and is_visible(state, page_id):
+        cost -= counter.count("".join(node_lines(page, View.SUMMARY, 2)))
     if parent is None or (state.views[parent] is View.UNPACKED and is_visible(state, parent)):
         return cost, None
     if parent not in opened:
