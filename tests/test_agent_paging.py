@@ -115,43 +115,37 @@ def test_the_call_right_before_an_observation_is_in_view_with_it(tmp_path: Path)
     assert result.contract["query_shows"] == ["t62"]
 
 
-def test_the_turns_before_the_question_are_taken_newest_first_within_their_share(tmp_path: Path) -> None:
-    """Issue 34 (`before_question`): the fill's first candidates are the turns right before the one
-    the question repeats, newest first, while their texts fit the share; not the asked turn."""
+def _lead_up(tmp_path: Path, turns: list[tuple[str, str]], tokens: int) -> list[str]:
+    """The texts' heads of the lead-up within `tokens` to an observation asked after `turns`."""
     from pagedctx.host.session.loop import _asked_turn, _before_asked, _history_newest
 
-    turns = [("user", f"turn {i}: " + "word " * 40) for i in range(10)]
     latest = "Observation: the last one."
     with _open(tmp_path) as session:
         session.add_turns([*turns, ("tool", latest)])
         session.ask(latest, budget=2000)
         state = session.state
     asked = _asked_turn(state, latest)
-    assert asked is not None
-    each = COUNTER.count(f"user: turn 9: {'word ' * 40}")
-    before = _before_asked(state, _history_newest(state), asked, 3 * each + 1, COUNTER)
-    texts = [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
-    assert texts == ["turn 9", "turn 8", "turn 7"]
+    assert asked is not None and _asked_turn(state, "a question nobody said") is None
     assert _before_asked(state, _history_newest(state), None, 10_000, COUNTER) == []
+    before = _before_asked(state, _history_newest(state), asked, tokens, COUNTER)
+    return [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
+
+
+def test_the_turns_before_the_question_are_taken_newest_first_within_their_share(tmp_path: Path) -> None:
+    """Issue 34 (`before_question`): the fill's first candidates are the turns right before the one
+    the question repeats, newest first, while their texts fit the share; not the asked turn."""
+    each = COUNTER.count(f"user: turn 9: {'word ' * 40}")
+    texts = _lead_up(tmp_path, [("user", f"turn {i}: " + "word " * 40) for i in range(10)], 3 * each + 1)
+    assert texts == ["turn 9", "turn 8", "turn 7"]
 
 
 def test_the_lead_up_passes_over_a_turn_too_long_for_what_is_left(tmp_path: Path) -> None:
     """An observation far longer than the rest does not end the lead-up: the shorter turns before
     it still come (at most LEAD_UP_MISSES passed over)."""
-    from pagedctx.host.session.loop import _asked_turn, _before_asked, _history_newest
-
-    turns = [("user", f"turn {i}: " + "word " * (400 if i == 8 else 40)) for i in range(10)]
-    latest = "Observation: the last one."
-    with _open(tmp_path) as session:
-        session.add_turns([*turns, ("tool", latest)])
-        session.ask(latest, budget=2000)
-        state = session.state
-    asked = _asked_turn(state, latest)
     each = COUNTER.count(f"user: turn 9: {'word ' * 40}")
-    before = _before_asked(state, _history_newest(state), asked, 3 * each + 1, COUNTER)
-    texts = [state.pages[p].content.split(":", 2)[1].strip() for p in before]  # type: ignore[union-attr]
+    turns = [("user", f"turn {i}: " + "word " * (400 if i == 8 else 40)) for i in range(10)]
+    texts = _lead_up(tmp_path, turns, 3 * each + 1)
     assert texts == ["turn 9", "turn 7", "turn 6"]
-    assert _asked_turn(state, "a question nobody said") is None
 
 
 def test_the_before_question_share_is_a_budget_share() -> None:
