@@ -267,6 +267,9 @@ KEEPER = textwrap.dedent(
     from pagedctx.actors.llama_server import owned_servers
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it ever does
+    # Ctrl-C as in a terminal, even when the test runs as a background job (which starts its
+    # children with SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pagedctx.engine import Engine
 
     Engine.open(sys.argv[1]).serve_models()
