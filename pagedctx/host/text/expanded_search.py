@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 
 from pagedctx.host.text.lexicon import Lexicon
+from pagedctx.host.text.memo import memo_by_text
 from pagedctx.host.text.page_search import PageSearch, page_terms
 from pagedctx.host.text.terms import STOPWORDS, identifiers, terms
 from pagedctx.pages import Page
@@ -52,9 +53,14 @@ def _widen_word(lexicon: Lexicon, word: str, query: bool) -> tuple[tuple[str, fl
 
 def widen_text(lexicon: Lexicon, text: str) -> list[str]:
     """A text's own terms and the terms of what its words are (hypernyms, synonyms)."""
+    return list(_widened(lexicon, text))
+
+
+@memo_by_text
+def _widened(lexicon: Lexicon, text: str) -> tuple[str, ...]:
     own = terms(text)
     extra = [t for word in dict.fromkeys(_words(text)) for t, _ in _widen_word(lexicon, word, False)]
-    return own + extra
+    return (*own, *extra)
 
 
 def query_words(text: str) -> str:

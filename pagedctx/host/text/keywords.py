@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from pagedctx.host.text.memo import memo_by_text
 from pagedctx.host.text.terms import STOPWORDS, identifiers
 from pagedctx.pages.model import MAX_PAGE_KEYWORDS, clean_keyword
 
@@ -68,6 +69,11 @@ def _is_code_word(word: str) -> bool:
 
 def code_identifiers(text: str) -> list[str]:
     """Identifier-like words (snake_case, camelCase, dotted, `call()`, `backticked`) in order, unique."""
+    return list(_code_identifiers(text))
+
+
+@memo_by_text
+def _code_identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for match in _CODE_WORD.finditer(text):
         quoted = match.group(1)
@@ -77,9 +83,10 @@ def code_identifiers(text: str) -> list[str]:
         if any(len(part) < 2 for part in re.split(r"\.|::", word.removesuffix("()"))):
             continue  # e.g., i.e.: abbreviations, not names
         seen.setdefault(word, None)
-    return list(seen)
+    return tuple(seen)
 
 
+@memo_by_text
 def summarize(prefix: str, text: str, *, max_ids: int = 8) -> str:
     """`prefix` + the lead sentence + the identifiers the lead leaves out (P1: identifiers kept)."""
     head = lead(text)
@@ -102,6 +109,7 @@ def to_keywords(words: Iterable[str], limit: int = MAX_KEYWORDS) -> tuple[str, .
     return tuple(out)
 
 
+@memo_by_text
 def salient_keywords(text: str, limit: int = MAX_KEYWORDS) -> tuple[str, ...]:
     """A few salient terms: identifiers first, then frequent content words (ties by first position)."""
     score: Counter[str] = Counter()
