@@ -85,7 +85,7 @@ NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the rou
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
 HOST_ACTIONS = GOVERNANCE_ACTIONS | {"Consolidate"}  # host steps: the JSONL trace, not the worker's view
 TRACE_STEPS_SHOWN = 24  # worker steps shown in <Reasoning_Trace>; governance steps go to the JSONL trace
-ASKED_LOOKBACK = 8  # the newest flow roots searched for the turn the question repeats
+ASKED_LOOKBACK = 8  # the newest history turns searched for the one the question repeats
 
 
 class LoopOptions(BaseModel):
