@@ -45,10 +45,12 @@ if TYPE_CHECKING:
     from pagedctx.host.models.base import ModelBackend
     from pagedctx.host.models.runner import ModelModuleRunner
     from pagedctx.host.records.memory import Memory
+    from pagedctx.host.records.warm import WarmSessions
     from pagedctx.host.roles.consolidation import Consolidator
     from pagedctx.host.roles.transport import Router
     from pagedctx.host.session.loop import Worker
     from pagedctx.host.store.base import Store
+    from pagedctx.host.text.page_search import PageSearch
     from pagedctx.protocol.budget import Budget
     from pagedctx.protocol.tokens import CachedCounter
 
@@ -188,10 +190,29 @@ def _recorded(roles: RoleSpecs, record: Path | None, replay: Path | None) -> Rol
 class Engine:
     """What every face builds on (see the module docstring). Immutable: `with_*` give a changed copy."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None, roles: RoleSpecs | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock | None = None,
+        roles: RoleSpecs | None = None,
+        warm: list[WarmSessions] | None = None,
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.roles = roles if roles is not None else config.models.roles
+        self._warm: list[WarmSessions] = warm if warm is not None else []  # shared with every copy
+
+    @property
+    def warm(self) -> WarmSessions:
+        """What this process keeps of the sessions it asked last (host/records/warm.py), made at
+        first use and shared by every copy `with_*` makes: a server's sessions stay warm whatever
+        clock they record with."""
+        if not self._warm:
+            from pagedctx.host.records.warm import WarmSessions
+
+            self._warm.append(WarmSessions())
+        return self._warm[0]
 
     @classmethod
     def open(
@@ -229,10 +250,10 @@ class Engine:
             return self
         recording = Path(record) if record is not None else None
         roles = _recorded(self.roles, recording, Path(replay) if replay is not None else None)
-        return Engine(self.config, clock=self.clock, roles=roles)
+        return Engine(self.config, clock=self.clock, roles=roles, warm=self._warm)
 
     def with_clock(self, clock: Clock) -> Engine:
-        return Engine(self.config, clock=clock, roles=self.roles)
+        return Engine(self.config, clock=clock, roles=self.roles, warm=self._warm)
 
     def with_settings(
         self,
@@ -246,7 +267,9 @@ class Engine:
         given = {"store": store, "budget": parse_budget(budget), "runtime": runtime}
         if all(v is None for v in given.values()) and clock is None:
             return self
-        return Engine(_overridden(self.config, given), clock=clock or self.clock, roles=self.roles)
+        return Engine(
+            _overridden(self.config, given), clock=clock or self.clock, roles=self.roles, warm=self._warm
+        )
 
     # -- values made once ----------------------------------------------------------------------
 
@@ -301,12 +324,15 @@ class Engine:
         if names:
             ensure_servers(plan, names)
 
-    def router(self, blocks: BlockProvider | None, memory: Memory | None = None) -> Router:
-        """The Router in this process: the baseline's, or a model's over it."""
+    def router(
+        self, blocks: BlockProvider | None, memory: Memory | None = None, search: PageSearch | None = None
+    ) -> Router:
+        """The Router in this process: the baseline's, or a model's over it; `search`: its page
+        search (default: a new one)."""
         from pagedctx.actors.roles import build_router
 
         self.serve_models([self.roles.router])
-        return build_router(self.roles.router, blocks, memory)
+        return build_router(self.roles.router, blocks, memory, search)
 
     def worker(self) -> Worker:
         from pagedctx.actors.roles import build_worker

@@ -95,7 +95,7 @@ class Session:
         self._clock = engine.clock
         self._keep_trace = keep_trace
         self.id = chosen
-        self._registry = SessionRegistry(self._store, chosen)
+        self._registry = SessionRegistry(self._store, chosen, engine.warm)
         self._record = self._keeper.load()
         self._closed = False
         self._atomic = False  # inside an `atomic()` block
@@ -200,7 +200,8 @@ class Session:
             raise UsageError(f"session {self.id}: atomic() blocks do not nest")
         base = self._store
         staged = StagedStore(base, self._key(""))
-        self._store, self._registry, self._atomic = staged, SessionRegistry(staged, self.id), True
+        warm = self._engine.warm
+        self._store, self._registry, self._atomic = staged, SessionRegistry(staged, self.id, warm), True
         if self._steps is not None:
             self._steps.hold()
         committed = False
@@ -210,7 +211,7 @@ class Session:
             committed = True
         finally:
             held = self._steps.release() if self._steps is not None else []
-            self._store, self._registry, self._atomic = base, SessionRegistry(base, self.id), False
+            self._store, self._registry, self._atomic = base, SessionRegistry(base, self.id, warm), False
             if not committed:
                 from pagedctx.host.session.bundle_steps import drop_readings
 
@@ -292,6 +293,7 @@ class Session:
         if keys:
             with self._store.batch() as batch:
                 batch.delete(*keys)
+        self._engine.warm.forget((self._store.url, self.id))
         self._record = SessionRecord(created=self._clock())
 
     # -- adding --------------------------------------------------------------------------------
@@ -369,7 +371,7 @@ class Session:
         """The session's page state as persisted (a `pagedctx.SessionState`)."""
         from pagedctx.host.records.registry import SessionRegistry
 
-        return SessionRegistry(self._store, self.id).load()
+        return SessionRegistry(self._store, self.id, self._engine.warm).load()
 
     @property
     def turns(self) -> tuple[dict[str, Any], ...]:
@@ -596,14 +598,14 @@ class Session:
         127.0.0.1 unless one runs); `moves`: the agent's own, as the Worker's output (in process)."""
         from pagedctx.host.records.memory import StoreMemory
         from pagedctx.host.roles.consolidation import in_process
-        from pagedctx.host.session.ask_rounds import GivenWorker, given_moves, prepare_ask
+        from pagedctx.host.session.ask_rounds import GivenWorker, given_moves, prepare_ask, taken_search
 
         engine = self._engine  # builds the roles: here for this process, as actors for Ray
         rounds = prepare_ask(
             self.id, self._record, self._keeper, self._registry, self._store,
             clock=self._clock, counter=self._counter(), index=engine.index, intent=intent, budget=budget,
             max_rounds=max_rounds, policy=engine.policy, instructions=self._config.instructions,
-            route=route, trace=trace, bundle=bundle, keep_trace=self._keep_trace,
+            route=route, trace=trace, bundle=bundle, keep_trace=self._keep_trace, warm=engine.warm,
         )  # fmt: skip
         blocks = rounds.prepared.blocks
         if runtime == "ray":
@@ -611,9 +613,13 @@ class Session:
         # The agent's moves (`look`, `zoom`) are the Worker's output: no Worker decides them.
         worker = engine.worker() if moves is None else GivenWorker(given_moves(moves))
         consolidator = engine.consolidator()
-        router = engine.router(blocks, StoreMemory(self._store))
-        result = rounds.run(worker, router, in_process(consolidator) if inline else None)
+        warm, key = engine.warm, (self._store.url, self.id)
+        search, indexed = taken_search(warm, key)  # the search the last ask here left, if any
+        router = engine.router(blocks, StoreMemory(self._store), search)
+        result = rounds.run(worker, router, in_process(consolidator) if inline else None, indexed)
         engine.end(router, worker, consolidator)
+        if result.indexed is not None:
+            warm.keep_search(key, search, result.indexed)
         return result, rounds
 
 

@@ -20,7 +20,7 @@ from pages_factory import consolidated, original
 from zoom_machine import ZoomMachine
 
 from pagedctx.host.roles.transport import LocalRouter
-from pagedctx.host.session.loop import _relevance, _sync
+from pagedctx.host.session.loop import _relevance, _SyncedRouter
 from pagedctx.host.session.synthesis import SynthesisRequest, _Governor, _Move, _shown, count_document
 from pagedctx.host.text.page_search import PageSearch, page_terms
 from pagedctx.pages import SessionState, Transition, View, add_pages, consult
@@ -111,17 +111,18 @@ class HostFastPaths(ZoomMachine):
     def __init__(self) -> None:
         super().__init__()
         self.search = PageSearch()
-        self.router = LocalRouter(self.search)  # the loop keeps the search in step through its router
+        # the loop keeps the search in step through its router, from the state it last told it of
+        self.router = _SyncedRouter(LocalRouter(self.search), None)
+        self.router.to(self.state)
 
     def _apply(self, result, before: SessionState) -> None:  # type: ignore[no-untyped-def]
         super()._apply(result, before)
-        _sync(self.router, before, self.state)
+        self.router.to(self.state)
 
     @rule()
     def close_round(self) -> None:
-        before = self.state
         super().close_round()
-        _sync(self.router, before, self.state)
+        self.router.to(self.state)
 
     @rule(size=st.integers(1, 5), draft=st.booleans())
     def add_family(self, size: int, draft: bool) -> None:

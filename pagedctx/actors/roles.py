@@ -28,6 +28,7 @@ from pagedctx.host.roles.router import RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, StateDelta, apply_delta
 from pagedctx.host.session.loop import Worker
 from pagedctx.host.store.url import open_store
+from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import Page, SessionState
 
 __all__ = [
@@ -63,9 +64,13 @@ class ReplicaMissing(RuntimeError):
 
 
 def build_router(
-    spec: RoleSpec, blocks: BlockProvider | None, memory: Memory | None = None
+    spec: RoleSpec,
+    blocks: BlockProvider | None,
+    memory: Memory | None = None,
+    search: PageSearch | None = None,
 ) -> LocalRouter | ModelRouter:
-    local = LocalRouter(blocks=blocks, memory=memory)
+    """The Router `spec` names over `blocks` and `memory`; `search`: its page search (a warm one)."""
+    local = LocalRouter(search=search, blocks=blocks, memory=memory)
     if spec.backend == "baseline":
         return local
     return ModelRouter(ModelModuleRunner(build_backend(spec)), local, offered=spec.offered)

@@ -8,9 +8,13 @@ transaction (`Session.atomic`): the messages the session does not hold yet becom
 session asks with the last user message as the intent (deferred merges: the answer never waits for
 the Consolidator), the answer as delivered is added as the assistant turn, with the request's
 fingerprint as the session's note. Refused, failing or killed halfway, it leaves nothing.
-After the reply, `consolidate` folds the far field in the background. Nothing lives in the
-replica between requests: a session is opened from the store for each request and closed after,
-so a replica that dies loses nothing and memory does not grow with the sessions served.
+After the reply, `consolidate` folds the far field in the background. The store holds every
+session: a session is opened from it for each request and closed after, so a replica that dies
+loses nothing. Between requests a replica keeps only a bounded cache of what its last sessions'
+asks rebuilt (`Engine.warm`, host/records/warm.py: the page state, the Router's page search, the
+dialogue of turns, for the 16 sessions asked last), each part checked against the store before
+use, so a request costs what its new turns add, not the history (another replica's write is
+read from the store), and memory stays bounded whatever the sessions served.
 
 Sessions are stored as `{tenant}.{id}`: the id a client sees (`X-Session-Id`) never carries the
 tenant, and another token's session is not found.

@@ -32,7 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from pagedctx.errors import UsageError
 from pagedctx.host.select.explore import DEFAULT_THRESHOLD
-from pagedctx.host.text.bm25 import Corpus
+from pagedctx.host.text.bm25 import Corpus, GrowingCorpus
 from pagedctx.host.text.terms import terms
 from pagedctx.pages import (
     ConsolidatedPage,
@@ -229,22 +229,46 @@ def _search_terms(piece: Piece) -> list[str]:
 
 
 class _Bm25:
-    """BM25 over a fixed list of pieces (built once per block, then reused)."""
+    """BM25 over a fixed list of pieces (built once per block, then reused); `growing`: over
+    pieces that may be appended later (`extended`: a dialogue's new turns)."""
 
-    def __init__(self, pieces: Sequence[Piece]) -> None:
+    def __init__(self, pieces: Sequence[Piece], *, growing: bool = False) -> None:
         self.pieces = list(pieces)
-        self.corpus = Corpus.of([_search_terms(p) for p in self.pieces])
+        self.growing = growing
+        self.corpus = self._corpus()
+
+    def _corpus(self) -> Corpus | GrowingCorpus:
+        documents = [_search_terms(p) for p in self.pieces]
+        if not self.growing:
+            return Corpus.of(documents)
+        corpus = GrowingCorpus()
+        corpus.add(documents)
+        return corpus
+
+    def extended(self, pieces: Sequence[Piece]) -> _Bm25 | None:
+        """This model with `pieces` appended, grown from its own lists, which it hands over (it
+        builds its own again if it is used after); None when it was not built to grow."""
+        corpus = self.corpus
+        if not isinstance(corpus, GrowingCorpus) or len(corpus) != len(self.pieces):
+            return None
+        corpus.add([_search_terms(p) for p in pieces])
+        grown = _Bm25.__new__(_Bm25)
+        grown.pieces, grown.growing, grown.corpus = [*self.pieces, *pieces], True, corpus
+        self.corpus = GrowingCorpus()  # handed over: empty, rebuilt from the pieces if searched
+        return grown
 
     def search(self, keywords: Sequence[str], threshold: float) -> SearchResult:
         words = check_search(keywords, threshold)
         query = terms(" ".join(words))
         if not query:
             return SearchResult(hits=[], physical=len(self.pieces))
+        if len(self.corpus) != len(self.pieces):  # its lists were handed over (`extended`)
+            self.corpus = self._corpus()
         scores = np.asarray(self.corpus.scores(query), dtype=np.float64)
         best = float(scores.max()) if len(scores) else 0.0
         if best <= 0:
             return SearchResult(hits=[], physical=len(self.pieces))
-        keep = [i for i in range(len(self.pieces)) if scores[i] >= threshold * best]
+        keep = [int(i) for i in np.flatnonzero(scores >= threshold * best)]
         keep.sort(key=lambda i: (-round(float(scores[i]), 9), self.pieces[i].handle))
         return SearchResult(
             hits=[self.pieces[i] for i in keep],

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from pagedctx.errors import InputFormatError, UsageError
 from pagedctx.host.blocks.base import Piece, PieceProvider
-from pagedctx.host.text.keywords import consensus_keywords, salient_keywords, summarize
+from pagedctx.host.text.keywords import counted_keywords, salient_keywords, summarize
 from pagedctx.pages import Origin, PBlockKind, handle_for
 from pagedctx.protocol.tokens import TokenCounter
 
@@ -160,6 +162,7 @@ class DialogueProvider(PieceProvider):
         self.name = name
         self.root = root
         self.notes: tuple[str, ...] = tuple(notes)
+        self._growth: _Growth | None = None  # what `extended` grows from (a dialogue built from turns)
 
     @classmethod
     def from_jsonl(cls, path: str | os.PathLike[str], counter: TokenCounter) -> DialogueProvider:
@@ -187,7 +190,7 @@ class DialogueProvider(PieceProvider):
             raise reader.fail(
                 None, f"no turns; a dialogue file holds one JSON object per line, like {_EXAMPLE}"
             )
-        return cls._build(name, turns, counter, lines)
+        return cls._build(name, turns, counter, lines, reader)
 
     @classmethod
     def from_turns(
@@ -195,64 +198,149 @@ class DialogueProvider(PieceProvider):
     ) -> DialogueProvider:
         """A dialogue held in memory (`name` plays the part of the path); the same checks as a file."""
         reader = _Reader(name)
-        checked: list[Turn] = []
-        for number, turn in enumerate(turns, start=1):
-            data = turn.model_dump() if isinstance(turn, Turn) else turn
-            if isinstance(data.get("timestamp"), datetime):
-                data = {**data, "timestamp": data["timestamp"].isoformat()}
-            checked.append(reader._fields(data, number))
+        checked = [reader._fields(_turn_data(turn), number) for number, turn in enumerate(turns, start=1)]
         if not checked:
             raise reader.fail(None, "no turns; a dialogue needs at least one")
-        return cls._build(name, checked, counter, list(range(1, len(checked) + 1)))
+        return cls._build(name, checked, counter, list(range(1, len(checked) + 1)), reader)
 
     @classmethod
     def _build(
-        cls, name: str, turns: Sequence[Turn], counter: TokenCounter, lines: Sequence[int]
+        cls,
+        name: str,
+        turns: Sequence[Turn],
+        counter: TokenCounter,
+        lines: Sequence[int],
+        reader: _Reader | None = None,
     ) -> DialogueProvider:
-        title = Path(name).name or name
+        growth = _Growth.start(name, reader or _Reader(name))
+        growth.add(turns, counter, lines)
+        return cls._of(growth)
+
+    @classmethod
+    def _of(cls, growth: _Growth) -> DialogueProvider:
+        provider = cls(growth.name, [growth.block(), *growth.pieces], growth.root, growth.notes)
+        provider._growth = growth
+        return provider
+
+    def extended(self, turns: Sequence[Mapping[str, Any]], counter: TokenCounter) -> DialogueProvider | None:
+        """This dialogue (built `from_turns`) with `turns` appended: the same provider
+        `from_turns` of all of them gives, built from the new turns alone (the same checks, an
+        id already used refused); its root's search grows from this one's, which hands it over.
+        None when this one was not built from turns held in memory."""
+        growth = self._growth
+        if growth is None:
+            return None
+        grown = growth.copy()
+        first = len(growth.pieces) + 1
+        checked = [grown.reader._fields(_turn_data(turn), n) for n, turn in enumerate(turns, start=first)]
+        pieces = grown.add(checked, counter, range(first, first + len(checked)))
+        provider = self._of(grown)
+        model = self._models.pop(self.root, None)
+        extended = model.extended(pieces) if model is not None else None
+        if extended is not None:
+            provider._models[self.root] = extended
+        return provider
+
+
+def _turn_data(turn: Turn | Mapping[str, Any]) -> Mapping[str, Any]:
+    data = turn.model_dump() if isinstance(turn, Turn) else turn
+    if isinstance(data.get("timestamp"), datetime):
+        data = {**data, "timestamp": data["timestamp"].isoformat()}
+    return data
+
+
+@dataclass
+class _Growth:
+    """A dialogue's turn pieces and the tallies its root block is made of, kept as turns are
+    appended, so a longer dialogue is built from its new turns alone (`DialogueProvider.extended`)."""
+
+    name: str
+    root: str
+    reader: _Reader
+    taken: set[str]
+    pieces: list[Piece] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    speakers: dict[str, None] = field(default_factory=dict)
+    keyword_count: Counter[str] = field(default_factory=Counter)
+    keyword_first: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    latest: datetime | None = None  # the latest timestamp
+    last: datetime | None = None  # the last turn's timestamp
+
+    @classmethod
+    def start(cls, name: str, reader: _Reader) -> _Growth:
         root = handle_for(f"dialogue:{name}")
-        taken = {root}
-        pieces: list[Piece] = []
-        notes: list[str] = []
-        for index, turn in enumerate(turns):
-            if index and turn.timestamp < turns[index - 1].timestamp:
-                notes.append(
-                    f"{name}, line {lines[index]}: turn {turn.id!r} is earlier than the turn before it; "
+        return cls(name=name, root=root, reader=reader, taken={root})
+
+    def copy(self) -> _Growth:
+        reader = _Reader(self.reader.path)
+        reader.seen = dict(self.reader.seen)
+        return replace(
+            self,
+            reader=reader,
+            taken=set(self.taken),
+            pieces=list(self.pieces),
+            notes=list(self.notes),
+            speakers=dict(self.speakers),
+            keyword_count=Counter(self.keyword_count),
+            keyword_first=dict(self.keyword_first),
+        )
+
+    def add(self, turns: Sequence[Turn], counter: TokenCounter, lines: Sequence[int]) -> list[Piece]:
+        """The pieces of `turns` (on `lines`), appended and tallied; returns them."""
+        name, added = self.name, []
+        for turn, line in zip(turns, lines, strict=True):
+            if self.last is not None and turn.timestamp < self.last:
+                self.notes.append(
+                    f"{name}, line {line}: turn {turn.id!r} is earlier than the turn before it; "
                     "kept in file order"
                 )
-            handle = handle_for(f"dialogue:{name}:{turn.id}", taken)
-            taken.add(handle)
+            handle = handle_for(f"dialogue:{name}:{turn.id}", self.taken)
+            self.taken.add(handle)
             said = said_by(turn.speaker, turn.text)
-            pieces.append(
-                Piece(
-                    handle=handle,
-                    kind=PBlockKind.DIALOGUE,
-                    structured=False,
-                    title=f"turn {turn.id} ({turn.speaker})",
-                    summary=summarize(said_by(turn.speaker, ""), turn.text),
-                    content=said,
-                    keywords=salient_keywords(turn.text),
-                    timestamp=turn.timestamp,
-                    tokens=counter.count(said),
-                    source=f"{name}#{turn.id}",
-                    origin=Origin.HISTORY,
-                )
+            piece = Piece(
+                handle=handle,
+                kind=PBlockKind.DIALOGUE,
+                structured=False,
+                title=f"turn {turn.id} ({turn.speaker})",
+                summary=summarize(said_by(turn.speaker, ""), turn.text),
+                content=said,
+                keywords=salient_keywords(turn.text),
+                timestamp=turn.timestamp,
+                tokens=counter.count(said),
+                source=f"{name}#{turn.id}",
+                origin=Origin.HISTORY,
             )
-        speakers = list(dict.fromkeys(t.speaker for t in turns))
-        summary = f"{title}: {len(turns)} turns by {', '.join(speakers[:6])}; first {pieces[0].summary}"
+            added.append(piece)
+            self.speakers.setdefault(turn.speaker, None)
+            for keyword in piece.keywords:
+                self.keyword_count[keyword] += 1
+                self.keyword_first.setdefault(keyword, len(self.keyword_first))
+            self.tokens += piece.tokens
+            self.latest = turn.timestamp if self.latest is None else max(self.latest, turn.timestamp)
+            self.last = turn.timestamp
+        self.pieces.extend(added)
+        return added
+
+    def block(self) -> Piece:
+        """The Dialogue block over the pieces so far."""
+        pieces, title = self.pieces, Path(self.name).name or self.name
+        summary = (
+            f"{title}: {len(pieces)} turns by {', '.join(list(self.speakers)[:6])}; first {pieces[0].summary}"
+        )
         if len(pieces) > 1:
             summary += f"; last {pieces[-1].summary}"
-        block = Piece(
-            handle=root,
+        assert self.latest is not None  # a dialogue has at least one turn
+        return Piece(
+            handle=self.root,
             kind=PBlockKind.DIALOGUE,
             structured=True,
             title=title,
             summary=summary,
-            keywords=consensus_keywords(pieces),
-            timestamp=max(t.timestamp for t in turns),
-            tokens=sum(p.tokens for p in pieces),
-            source=name,
+            keywords=counted_keywords(self.keyword_count, self.keyword_first),
+            timestamp=self.latest,
+            tokens=self.tokens,
+            source=self.name,
             children=tuple(p.handle for p in pieces),
             origin=Origin.HISTORY,
         )
-        return cls(name, [block, *pieces], root, notes)

@@ -2,8 +2,10 @@
 
 A session is kept under `pagedctx/session/{id}/`: `pages` (hash: page id -> page JSON), `views`
 (hash: page id -> view), `parents` (hash: child id -> parent id), `meta` (string: flow,
-background, round, pages unpacked this round), and `heat` (hash: page id -> `{"heat",
-"last_round", "topic"}`: how often the page was Hot, when it was last touched). `save` writes only
+background, round, pages unpacked this round, and `version`, a random token of this save: a
+process that saved it may reuse the state it holds in `WarmSessions` while `meta` names it), and
+`heat` (hash: page id -> `{"heat", "last_round", "topic"}`: how often the page was Hot, when it
+was last touched). `save` writes only
 what changed since the state it was loaded from or last saved, in one store batch: a round is
 persisted whole or not at all, so a failure anywhere in a round leaves the persisted state exactly
 as it was (the loop saves only an applied round). `load` rebuilds the state and checks its
@@ -14,7 +16,8 @@ Activation (Hot / Indexed / Shelved) is derived from the state, staleness from `
 from __future__ import annotations
 
 import json
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -22,6 +25,9 @@ from pagedctx.errors import StoreError
 from pagedctx.host.store.base import Store
 from pagedctx.pages import Activation, SessionState, View, page_adapter
 from pagedctx.pages.state import activation
+
+if TYPE_CHECKING:
+    from pagedctx.host.records.warm import WarmSessions
 
 __all__ = ["PageHeat", "SessionRegistry"]
 
@@ -41,11 +47,12 @@ class PageHeat(BaseModel):
 class SessionRegistry:
     """One session's pages in a store (see the module docstring)."""
 
-    def __init__(self, store: Store, session: str) -> None:
+    def __init__(self, store: Store, session: str, warm: WarmSessions | None = None) -> None:
         if not session or "/" in session:
             raise ValueError(f"session id {session!r} must be non-empty and carry no '/'")
         self.store = store
         self.session = session
+        self.warm = warm  # the state this process saved last, reused while `meta` names its version
         self._base = f"{PREFIX}{session}/"
         self._saved: SessionState | None = None
         self._heat: dict[str, PageHeat] = {}
@@ -64,6 +71,12 @@ class SessionRegistry:
             return self._saved
         try:
             meta = json.loads(meta_raw)
+            token = meta.get("version") if isinstance(meta, dict) else None
+            kept = self.warm.state(self._warm_key, token) if self.warm is not None and token else None
+            if kept is not None:
+                state, heat = kept
+                self._saved, self._heat = state, dict(heat)
+                return state
             raw_pages = self.store.hgetall(self._key("pages"))
             pages = {pid: page_adapter.validate_json(raw) for pid, raw in raw_pages.items()}
             views = {pid: View(v) for pid, v in self.store.hgetall(self._key("views")).items()}
@@ -89,7 +102,13 @@ class SessionRegistry:
                 "start a new session or delete its keys"
             ) from exc
         self._saved, self._heat = state, heat
+        if self.warm is not None and isinstance(token, str) and token:
+            self.warm.keep_state(self._warm_key, token, state, dict(heat))
         return state
+
+    @property
+    def _warm_key(self) -> tuple[str, str]:
+        return (self.store.url, self.session)
 
     def heat(self, page_id: str) -> PageHeat:
         return self._heat.get(page_id, PageHeat())
@@ -121,6 +140,7 @@ class SessionRegistry:
             "background": list(state.background),
             "unpacked": sorted(state.unpacked_this_round),
             "round": state.round,
+            "version": uuid.uuid4().hex,  # which state this is: a process that saved it may reuse it
         }
         with self.store.batch() as batch:
             if gone:
@@ -138,4 +158,6 @@ class SessionRegistry:
                 batch.hset(self._key("heat"), heat_writes)
             batch.set(self._key("meta"), json.dumps(meta))
         self._saved, self._heat = state, heat
+        if self.warm is not None:
+            self.warm.keep_state(self._warm_key, meta["version"], state, dict(heat))
         return len(gone) + len(pages) + len(views) + len(parents) + len(heat_writes) + 1

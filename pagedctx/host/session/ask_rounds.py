@@ -28,16 +28,26 @@ if TYPE_CHECKING:
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.records.registry import SessionRegistry
     from pagedctx.host.records.trace import TraceSink
+    from pagedctx.host.records.warm import WarmSessions
     from pagedctx.host.roles.consolidation import Result, Submit
     from pagedctx.host.session.loop import RoundsResult, Worker
     from pagedctx.host.session.record import RecordKeeper, SessionRecord
     from pagedctx.host.store.base import Store
     from pagedctx.host.text.intent import Intent
-    from pagedctx.pages import Page
+    from pagedctx.host.text.page_search import PageSearch
+    from pagedctx.pages import Page, SessionState
     from pagedctx.protocol.budget import Budget
     from pagedctx.protocol.tokens import CachedCounter
 
-__all__ = ["ActorRoles", "AskRounds", "GivenWorker", "given_moves", "prepare_ask", "trace_sink"]
+__all__ = [
+    "ActorRoles",
+    "AskRounds",
+    "GivenWorker",
+    "given_moves",
+    "prepare_ask",
+    "taken_search",
+    "trace_sink",
+]
 
 
 class ActorRoles(Router, Protocol):
@@ -65,9 +75,17 @@ class AskRounds:
     registry: SessionRegistry
     trace: TraceSink | None
 
-    def run(self, worker: Worker, router: Router, consolidate: Submit | None) -> RoundsResult:
-        """The rounds with these roles (`consolidate` None: merges are left to a later call)."""
+    def run(
+        self,
+        worker: Worker,
+        router: Router,
+        consolidate: Submit | None,
+        indexed: SessionState | None = None,
+    ) -> RoundsResult:
+        """The rounds with these roles (`consolidate` None: merges are left to a later call;
+        `indexed`: the state whose pages the Router's search holds already, a warm one)."""
         parts = SessionParts(
+            indexed=indexed,
             blocks=self.prepared.blocks,
             counter=self.counter,
             clock=self.clock,
@@ -110,11 +128,13 @@ def prepare_ask(
     trace: str | Path | TraceSink | None,
     bundle: TraceSink | None,
     keep_trace: bool,
+    warm: WarmSessions | None = None,
 ) -> AskRounds:
     """Session `session`'s next ask prepared (see the module docstring); `index`: the code index
     in a store, `route`: whether the Router addresses pages, `trace`/`bundle`/`keep_trace`: where
-    the round events go (`trace_sink`)."""
-    dialogues, documents = keeper.providers(record, counter)
+    the round events go (`trace_sink`); `warm`: what this process keeps of the session (its
+    dialogue of turns is extended, not rebuilt)."""
+    dialogues, documents = keeper.providers(record, counter, warm)
     state = registry.load()
     paged = frozenset(p.pblock for p in state.pages.values() if p.pblock is not None)
     repos = tuple(Path(r) for r in record.repos)
@@ -182,3 +202,12 @@ class GivenWorker:
 
     def __call__(self, xml: str, intent: str, explored: Sequence[str], final: bool) -> str:
         return self.output
+
+
+def taken_search(warm: WarmSessions, key: tuple[str, str]) -> tuple[PageSearch, SessionState | None]:
+    """The Router's page search for an ask in this process: the one the session's last ask here
+    left (taken out of `warm`, with the state whose pages it holds), else a new one."""
+    from pagedctx.host.text.expanded_search import ExpandedSearch
+
+    taken = warm.take_search(key)
+    return taken if taken is not None else (ExpandedSearch(), None)

@@ -159,6 +159,7 @@ class RoundsResult(BaseModel):
     steps: tuple[TraceStep, ...]
     focus: frozenset[str] = frozenset()  # the intent focus of the final view (governed last)
     query_turn: str | None = None  # the turn's page the final <Query> shows whole (it repeats it)
+    indexed: InstanceOf[SessionState] | None = None  # the state whose pages the Router's search holds
 
 
 @dataclass
@@ -176,6 +177,7 @@ class SessionParts:
     search: PageSearch = field(default_factory=ExpandedSearch)
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
     router_role: Router | None = None  # None: a LocalRouter over `search`, `blocks` and `memory`
+    indexed: SessionState | None = None  # the state whose pages the Router's search holds already
     consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
 
 
@@ -286,10 +288,12 @@ def _relevance(state: SessionState, recalled: dict[str, float]) -> dict[str, flo
     return out
 
 
-def _merged(state: SessionState, pending: Pending, router: Router, steps: list[TraceStep]) -> SessionState:
+def _merged(
+    state: SessionState, pending: Pending, router: _SyncedRouter, steps: list[TraceStep]
+) -> SessionState:
     """Apply a finished merge at a round boundary; its step (if any) goes to `steps`."""
     after, step = apply_merge(state, pending)
-    _sync(router, state, after)
+    router.to(after)
     steps.extend([step] if step is not None else [])
     return after
 
@@ -485,11 +489,23 @@ def _give_way(state: SessionState, plan: RouterPlan) -> tuple[SessionState, list
     return state, steps
 
 
-def _sync(router: Router, before: SessionState, after: SessionState) -> None:
-    """Tell the router what changed (nothing to say: no call)."""
-    removed, changed = changes(before, after)
-    if removed or changed:
-        router.sync(removed, changed)
+class _SyncedRouter:
+    """The round loop's Router and the state whose pages its search holds (`holds`): `to(state)`
+    tells it what changed since (nothing: no call). It starts from the state a warm search held
+    (`SessionParts.indexed`), else from none: every page is sent once."""
+
+    def __init__(self, router: Router, holds: SessionState | None) -> None:
+        self.router = router
+        self.holds = holds if holds is not None else SessionState()
+
+    def to(self, state: SessionState) -> None:
+        removed, changed = changes(self.holds, state)
+        if removed or changed:
+            self.router.sync(removed, changed)
+        self.holds = state
+
+    def plan(self, state: SessionState, request: PlanRequest) -> RouterPlan:
+        return self.router.plan(state, request)
 
 
 @dataclass
@@ -503,7 +519,7 @@ class _Acted:
     explored: list[str] = field(default_factory=list)
 
 
-def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> _Acted:
+def _act(state: SessionState, raw: str, parts: SessionParts, router: _SyncedRouter) -> _Acted:
     """Parse the worker's output and apply its actions atomically (a Bus Fault changes nothing).
 
     A worker that declines (a failure envelope) is a fault step. An answer given with actions that
@@ -540,7 +556,7 @@ def _act(state: SessionState, raw: str, parts: SessionParts, router: Router) -> 
             acted.answer = None
             acted.faults.append(refused)
             acted.steps.append(TraceStep(action="Fault", target="answer", reason=refused, status="fault"))
-    _sync(router, state, acted.state)
+    router.to(acted.state)
     return acted
 
 
@@ -549,7 +565,11 @@ def _unrouted(intent: Intent) -> RouterPlan:
 
 
 def _plan(
-    router: Router, state: SessionState, asked: PlanRequest, steps: list[TraceStep], faults: list[str]
+    router: _SyncedRouter,
+    state: SessionState,
+    asked: PlanRequest,
+    steps: list[TraceStep],
+    faults: list[str],
 ) -> RouterPlan:
     """The round's plan. A Router model that failed planned with the baseline's recall and says so
     in `plan.fault` (a fault step here); a router that raised, a round without reveals (P8, M3)."""
@@ -602,12 +622,13 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
 ) -> RoundsResult:
     """Run rounds until the worker answers or `max_rounds` is reached (see the module docstring)."""
     state = initial
-    router = (
+    role = (
         parts.router_role
         if parts.router_role is not None
         else LocalRouter(parts.search, parts.blocks, parts.memory)
     )
-    router.sync([], list(state.pages.values()))
+    router = _SyncedRouter(role, parts.indexed)
+    router.to(state)
     steps: list[TraceStep] = []
     reports: list[RoundReport] = []
     history = list(request.history)
@@ -647,14 +668,13 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         last_plan = plan
         proposed.update(pick.handle for pick in plan.pblocks)
         addressed.add(intent.text)
-        before = state
         allowance = max(1, (request.budget.total - frame) // node_tokens)
         state, added = apply_plan(state, plan, parts.blocks, now=now, max_nodes=allowance)
         state = _as_query(state, asked_turn, zoomed)
         last_relevance = _relevance(state, plan.relevance)
         state, gave_way = _give_way(state, plan) if request.options.give_way else (state, [])
         boundary.extend(gave_way)
-        _sync(router, before, state)
+        router.to(state)
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         query = _shown_question(intent.text, request.budget, parts.counter).text
         view = _View(now=now, query=query, focus=last_focus, relevance=last_relevance)
@@ -683,9 +703,8 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         faults, actions, round_answer = [*router_faults, *acted.faults], acted.actions, acted.answer
         steps.extend(round_steps)
         worker_steps.extend(s for s in round_steps if s.action not in HOST_ACTIONS and s not in boundary)
-        before = state
         state = end_round(state).state
-        _sync(router, before, state)
+        router.to(state)
         if synthesis.tokens >= request.budget.merge_tokens:
             pending = _submit_merge(state, last_focus, parts, intent.text)
         if parts.registry is not None:
@@ -740,4 +759,5 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         steps=tuple(steps),
         focus=final_focus,
         query_turn=asked_turn if question.whole and asked_turn in final_view.state.pages else None,
+        indexed=router.holds,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,6 +21,9 @@ from pagedctx.host.blocks.dialogue import DialogueProvider, Turn
 from pagedctx.host.blocks.document import DocumentProvider
 from pagedctx.host.store.base import Store
 from pagedctx.protocol.text import clean_text
+
+if TYPE_CHECKING:
+    from pagedctx.host.records.warm import WarmSessions
 
 __all__ = ["INPUTS_PREFIX", "RECORD_VERSION", "PastAsk", "RecordKeeper", "SessionRecord", "StoredInput"]
 
@@ -194,11 +197,14 @@ class RecordKeeper:
             raise UsageError(f"turn {chosen!r}: {exc.errors()[0]['msg']}") from exc
         return turn.model_dump(mode="json")
 
-    def providers(self, record: SessionRecord, counter: Any) -> tuple[list[Any], list[Any]]:
-        """The dialogue and document block providers of what the record holds."""
+    def providers(
+        self, record: SessionRecord, counter: Any, warm: WarmSessions | None = None
+    ) -> tuple[list[Any], list[Any]]:
+        """The dialogue and document block providers of what the record holds; `warm`: where this
+        process keeps the session's dialogue of turns, extended with the new turns alone."""
         dialogues = [DialogueProvider.from_bytes(d.name, self.kept(d), counter) for d in record.dialogues]
         if record.turns:
-            dialogues.append(DialogueProvider.from_turns(f"session:{self.session_id}", record.turns, counter))
+            dialogues.append(self._turns_dialogue(record.turns, counter, warm))
         documents = [
             DocumentProvider.from_text(
                 d.name,
@@ -209,3 +215,21 @@ class RecordKeeper:
             for d in record.docs
         ]
         return dialogues, documents
+
+    def _turns_dialogue(
+        self, turns: Sequence[dict[str, Any]], counter: Any, warm: WarmSessions | None
+    ) -> DialogueProvider:
+        """The dialogue of the session's turns: the one kept in `warm` when the turns it was built
+        from are the first of `turns` (extended with the rest), else built from them all."""
+        name, key = f"session:{self.session_id}", (self.store.url, self.session_id)
+        kept = warm.dialogue(key) if warm is not None else None
+        provider: DialogueProvider | None = None
+        if kept is not None:
+            built, held = kept
+            if len(held) <= len(turns) and tuple(turns[: len(held)]) == held:
+                provider = built if len(held) == len(turns) else built.extended(turns[len(held) :], counter)
+        if provider is None:
+            provider = DialogueProvider.from_turns(name, turns, counter)
+        if warm is not None:
+            warm.keep_dialogue(key, provider, turns)
+        return provider

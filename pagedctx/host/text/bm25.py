@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     PtrArray: TypeAlias = npt.NDArray[np.int64]
     ScoreArray: TypeAlias = npt.NDArray[np.float32]
 
-__all__ = ["K1", "B", "Corpus", "bound", "idf", "norm", "scores", "weight"]
+__all__ = ["K1", "B", "Corpus", "GrowingCorpus", "bound", "idf", "norm", "scores", "weight"]
 
 K1 = 1.2
 B = 0.75
@@ -133,7 +133,57 @@ class Corpus:
             np.fromiter(map(len, documents), dtype=np.int32, count=len(documents)),
         )
 
+    def __len__(self) -> int:
+        return len(self.lengths)
+
     def scores(self, query: Sequence[str]) -> ScoreArray:
         """BM25 of every row for the query's terms (in order, repeats kept; unknown ones add nothing)."""
         known = [term for word in query if (term := self.vocabulary.get(word)) is not None]
         return scores(self.ptr, self.rows, self.tf, self.lengths, known)
+
+
+class GrowingCorpus:
+    """Rows of terms that only grow (a dialogue's turns): `add` appends rows, `scores` gives
+    exactly what `Corpus.of` of the same rows would (the same inverted lists, in row order, fed
+    to `scores`), building arrays only for the query's terms, so a query costs what its terms'
+    lists hold and adding rows costs what they hold, not the rows before them."""
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self._rows: list[list[int]] = []
+        self._tf: list[list[int]] = []
+        self._lengths: list[int] = []
+        self._length_array: IntArray | None = None
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, documents: Sequence[Sequence[str]]) -> None:
+        """Append rows, each the terms of one row (in order, repeats kept)."""
+        for words in documents:
+            row = len(self._lengths)
+            for word, count in Counter(words).items():
+                term = self.vocabulary.setdefault(word, len(self.vocabulary))
+                if term == len(self._rows):
+                    self._rows.append([])
+                    self._tf.append([])
+                self._rows[term].append(row)
+                self._tf[term].append(count)
+            self._lengths.append(len(words))
+        self._length_array = None
+
+    def scores(self, query: Sequence[str]) -> ScoreArray:
+        """BM25 of every row for the query's terms (in order, repeats kept; unknown ones add nothing)."""
+        if self._length_array is None:
+            self._length_array = np.fromiter(self._lengths, dtype=np.int32, count=len(self._lengths))
+        known = [term for word in query if (term := self.vocabulary.get(word)) is not None]
+        local: dict[int, int] = {}  # a term's place among the query's lists below
+        for term in known:
+            local.setdefault(term, len(local))
+        chosen = list(local)
+        ptr = np.zeros(len(chosen) + 1, dtype=np.int64)
+        np.cumsum([len(self._rows[t]) for t in chosen], out=ptr[1:])
+        total = int(ptr[-1])
+        rows = np.fromiter((r for t in chosen for r in self._rows[t]), dtype=np.int32, count=total)
+        tf = np.fromiter((f for t in chosen for f in self._tf[t]), dtype=np.int32, count=total)
+        return scores(ptr, rows, tf, self._length_array, [local[t] for t in known])

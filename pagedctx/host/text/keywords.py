@@ -11,9 +11,10 @@ list it.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from pagedctx.host.text.memo import memo_by_text
@@ -145,4 +146,18 @@ def consensus_keywords(pieces: Sequence[_HasKeywords], limit: int = MAX_KEYWORDS
         for keyword in piece.keywords:
             count[keyword] += 1
             first.setdefault(keyword, len(first))
-    return to_keywords(sorted(count, key=lambda k: (-count[k], first[k])), limit)
+    return counted_keywords(count, first, limit)
+
+
+def counted_keywords(
+    count: Mapping[str, int], first: Mapping[str, int], limit: int = MAX_KEYWORDS
+) -> tuple[str, ...]:
+    """`consensus_keywords` from its tallies (how many pieces hold each keyword, and the order
+    they first appeared in): the most held first, ties by first appearance. Ranks only the few
+    needed when they suffice (a long dialogue holds tens of thousands), else all of them."""
+    key = lambda k: (-count[k], first[k])  # noqa: E731 - one key for both paths
+    few = heapq.nsmallest(4 * limit, count, key=key)
+    chosen = to_keywords(few, limit)
+    if len(chosen) >= min(limit, MAX_PAGE_KEYWORDS) or len(few) == len(count):
+        return chosen
+    return to_keywords(sorted(count, key=key), limit)

@@ -1,0 +1,237 @@
+"""A process keeps what an ask rebuilt (issue 34: serve at the cost of a lookup; P3, P12).
+
+`WarmSessions` (host/records/warm.py) keeps a session's page state, the Router's page search and
+its dialogue of turns between asks. It is a cache of what the store says: every test here holds
+a warm session to the cold one (a process that keeps nothing) and finds them equal, answer for
+answer and context for context, through new turns, merges, a dropped transaction and another
+process's writes.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedctx.engine import Engine, fixed_clock
+from pagedctx.errors import InputFormatError
+from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.records.warm import WarmSessions
+from pagedctx.host.store.sqlite import SqliteStore
+from pagedctx.host.text.bm25 import Corpus, GrowingCorpus
+from pagedctx.host.text.keywords import consensus_keywords, counted_keywords
+from pagedctx.protocol.tokens import token_counter
+from pagedctx.session import Session
+
+START = datetime(2026, 3, 1, 9, tzinfo=UTC)
+COUNTER = token_counter()
+TOPICS = ["Lisbon trip", "sourdough starter", "bike gears", "cello lessons", "garden hose", "tax forms"]
+
+
+def _engine(store: Path, *, warm: int | None = None) -> Engine:
+    engine = Engine.open("local", store=f"sqlite:///{store}", runtime="inproc", clock=fixed_clock(START))
+    if warm is None:
+        return engine
+    return Engine(engine.config, clock=engine.clock, roles=engine.roles, warm=[WarmSessions(warm)])
+
+
+def _turns(rng: random.Random, start: int, count: int) -> list[tuple[str, str]]:
+    out = []
+    for i in range(start, start + count):
+        topic = rng.choice(TOPICS)
+        speaker = "user" if i % 2 == 0 else "assistant"
+        out.append((speaker, f"message {i} about the {topic}: detail {rng.randint(0, 999)} and item{i}"))
+    return out
+
+
+def _exchange(engine: Engine, step: int, rng: random.Random, *, fail: bool = False) -> tuple[str, str | None]:
+    """One served request: new turns, the ask, the answer turn, in one transaction; a failing
+    request raises inside the transaction (nothing of it lands)."""
+    with Session(engine, "t.s") as session, session.locked(30), session.atomic():
+        question = f"what did I say about the {rng.choice(TOPICS)}?"
+        session.add_turns([*_turns(rng, 1000 * step, 3 + step % 4), ("user", question)])
+        result = session.ask(question, budget=1500, merges="deferred")
+        session.add_turn("assistant", result.answer or "(none)")
+        if fail:
+            raise RuntimeError("the request failed after its ask")
+    with Session(engine, "t.s") as session:
+        session.consolidate()
+    return result.xml, result.answer
+
+
+def _persisted(engine: Engine) -> tuple[object, ...]:
+    with Session(engine, "t.s") as session:
+        state = session.state
+        pages = {pid: page.model_dump(mode="json") for pid, page in state.pages.items()}
+        views = {pid: view.value for pid, view in state.views.items()}
+        return pages, views, dict(state.parents), state.flow, state.round, session.turns
+
+
+def test_a_warm_session_answers_and_persists_exactly_as_a_cold_one(tmp_path: Path) -> None:
+    """Issue 34: what a process kept (state, page search, dialogue) changes no answer, no context
+    and no stored page, over asks that add turns, merge the far field, and a request that failed
+    after its ask (its transaction dropped, the warm parts it touched not trusted after)."""
+    warm, cold = _engine(tmp_path / "warm.db"), _engine(tmp_path / "cold.db", warm=0)
+    warm_rng, cold_rng = random.Random(7), random.Random(7)
+    for step in range(9):
+        fail = step == 4
+        outcomes = []
+        for engine, rng in ((warm, warm_rng), (cold, cold_rng)):
+            try:
+                outcomes.append(_exchange(engine, step, rng, fail=fail))
+            except RuntimeError:
+                outcomes.append(("failed", None))
+        assert outcomes[0] == outcomes[1], f"ask {step}: the warm session answered otherwise"
+        assert _persisted(warm) == _persisted(cold), f"ask {step}: the stored pages differ"
+    assert len(warm.warm) == 1 and len(cold.warm) == 0
+
+
+def test_another_process_writing_the_session_makes_the_warm_state_unused(tmp_path: Path) -> None:
+    """A session written by another process (another replica) since this one kept it: the
+    version in its meta is another, so the state is read from the store, and the page search is
+    brought up to date from the pages, not trusted."""
+    store = tmp_path / "shared.db"
+    here = _engine(store)
+    other = Engine(here.config, clock=here.clock, roles=here.roles, warm=[WarmSessions()])  # another process
+    reference = _engine(tmp_path / "ref.db", warm=0)
+    rng_a, rng_b = random.Random(3), random.Random(3)
+    for step in range(6):
+        writer = here if step % 3 != 1 else other  # every third request lands on the other replica
+        got = _exchange(writer, step, rng_a)
+        assert got == _exchange(reference, step, rng_b), f"ask {step}"
+    assert _persisted(here) == _persisted(reference)
+
+
+def test_the_registry_reuses_the_state_it_saved_while_meta_names_its_version(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "s.db"))
+    warm = WarmSessions()
+    registry = SessionRegistry(store, "s", warm)
+    with Session(_engine(tmp_path / "s.db", warm=0), "s") as session:
+        session.add_turns(_turns(random.Random(1), 0, 6))
+        session.ask("the bike gears?", budget=1500)
+    state = registry.load()  # cold: read from the store, then kept
+    assert SessionRegistry(store, "s", warm).load() is state
+    registry.save(state.model_copy(update={"round": state.round + 1}))
+    again = SessionRegistry(store, "s", warm).load()
+    assert again.round == state.round + 1
+    assert SessionRegistry(store, "s", WarmSessions()).load().round == again.round  # another process
+    meta = store.get("pagedctx/session/s/meta") or ""
+    store.set("pagedctx/session/s/meta", meta.replace('"version"', '"v"'))
+    assert SessionRegistry(store, "s", warm).load() is not again  # no version: always read
+    store.close()
+
+
+def test_warm_sessions_is_a_bounded_lru_and_a_search_is_lent_to_one_ask() -> None:
+    warm = WarmSessions(2)
+    from pagedctx.host.text.page_search import PageSearch
+    from pagedctx.pages import SessionState
+
+    searches = [PageSearch() for _ in range(3)]
+    for i, search in enumerate(searches):
+        warm.keep_search(("db", f"s{i}"), search, SessionState())
+    assert len(warm) == 2 and warm.take_search(("db", "s0")) is None  # the least recent went
+    taken = warm.take_search(("db", "s2"))
+    assert taken is not None and taken[0] is searches[2]
+    assert warm.take_search(("db", "s2")) is None  # lent: a second ask builds its own
+    warm.forget(("db", "s1"))
+    assert warm.take_search(("db", "s1")) is None
+    nothing = WarmSessions(0)
+    nothing.keep_search(("db", "s"), PageSearch(), SessionState())
+    assert len(nothing) == 0
+    with pytest.raises(ValueError, match="0 or more"):
+        WarmSessions(-1)
+
+
+# --- the dialogue, grown turn by turn ------------------------------------------------------------
+
+
+def _turn_dicts(count: int, seed: int, *, backwards_at: int | None = None) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        moment = START + timedelta(minutes=i if i != backwards_at else -5)
+        text = f"{rng.choice(TOPICS)} turn {i}: MyClass.method_{i % 5} failed at step {rng.randint(1, 9)}"
+        out.append({"id": f"t{i + 1}", "speaker": ["user", "assistant", "tool"][i % 3], "text": text,
+                    "timestamp": moment.isoformat()})  # fmt: skip
+    return out
+
+
+def _provider_shape(provider: DialogueProvider) -> tuple[object, ...]:
+    pieces = [provider.piece(h).model_dump(mode="json") for h in provider.handles]  # type: ignore[union-attr]
+    return pieces, provider.notes, [b.model_dump(mode="json") for b in provider.roots()]
+
+
+@settings(max_examples=40, deadline=None)
+@given(count=st.integers(1, 30), cuts=st.lists(st.integers(1, 29), max_size=4), seed=st.integers(0, 99))
+def test_a_dialogue_extended_turn_by_turn_is_the_dialogue_built_at_once(
+    count: int, cuts: list[int], seed: int
+) -> None:
+    """`DialogueProvider.extended`: the same pieces, root block, notes and search as `from_turns`
+    of every turn, however the turns arrived, the root's search grown, not rebuilt."""
+    turns = _turn_dicts(count, seed, backwards_at=count // 2 if count > 2 else None)
+    whole = DialogueProvider.from_turns("session:x", turns, COUNTER)
+    bounds = sorted({c for c in cuts if c < count})
+    provider = DialogueProvider.from_turns("session:x", turns[: bounds[0] if bounds else count], COUNTER)
+    provider.search(provider.root, ["failed"])  # its search built, to be grown
+    for start, stop in zip(bounds, [*bounds[1:], count], strict=False):
+        grown = provider.extended(turns[start:stop], COUNTER)
+        assert grown is not None
+        provider = grown
+    assert _provider_shape(provider) == _provider_shape(whole)
+    for words in (["failed"], ["Lisbon", "trip"], ["method_3"], ["nothing-here"]):
+        assert provider.search(provider.root, words) == whole.search(whole.root, words)
+
+
+def test_a_turn_id_used_before_is_refused_when_the_dialogue_grows() -> None:
+    turns = _turn_dicts(4, 1)
+    provider = DialogueProvider.from_turns("session:x", turns[:3], COUNTER)
+    with pytest.raises(InputFormatError, match="'t2' already used"):
+        provider.extended([{**turns[3], "id": "t2"}], COUNTER)
+    assert provider.extended(turns[3:], COUNTER) is not None  # the refused one changed nothing
+
+
+def test_a_search_handed_to_a_grown_dialogue_is_rebuilt_by_the_one_that_gave_it() -> None:
+    turns = _turn_dicts(6, 2)
+    provider = DialogueProvider.from_turns("session:x", turns[:4], COUNTER)
+    before = provider.search(provider.root, ["failed"])
+    provider.extended(turns[4:], COUNTER)
+    assert provider.search(provider.root, ["failed"]) == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(["a", "b", "rare"]), max_size=8), min_size=1, max_size=30),
+    cut=st.integers(0, 30),
+    query=st.lists(st.sampled_from(["a", "b", "c", "d", "rare", "zzz"]), max_size=5),
+)
+def test_a_growing_corpus_scores_exactly_as_the_corpus_of_its_rows(
+    docs: list[list[str]], cut: int, query: list[str]
+) -> None:
+    grown = GrowingCorpus()
+    grown.add(docs[:cut])
+    grown.add(docs[cut:])
+    assert len(grown) == len(docs)
+    assert grown.scores(query).tobytes() == Corpus.of(docs).scores(query).tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(keywords=st.lists(st.lists(st.sampled_from([f"k{i}" for i in range(40)] + [" ", "a,b"]), max_size=6)))
+def test_counted_keywords_are_the_consensus_of_the_pieces(keywords: list[list[str]]) -> None:
+    class _P:
+        def __init__(self, words: list[str]) -> None:
+            self.keywords = tuple(words)
+
+    pieces = [_P(words) for words in keywords]
+    count: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for piece in pieces:
+        for word in piece.keywords:
+            count[word] = count.get(word, 0) + 1
+            first.setdefault(word, len(first))
+    assert counted_keywords(count, first, 3) == consensus_keywords(pieces, 3)
+    assert counted_keywords(count, first) == consensus_keywords(pieces)
