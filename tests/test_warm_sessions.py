@@ -25,6 +25,7 @@ from pagedctx.host.records.warm import WarmSessions
 from pagedctx.host.store.sqlite import SqliteStore
 from pagedctx.host.text.bm25 import Corpus, GrowingCorpus
 from pagedctx.host.text.keywords import consensus_keywords, counted_keywords
+from pagedctx.pages import Page
 from pagedctx.protocol.tokens import token_counter
 from pagedctx.session import Session
 
@@ -180,7 +181,7 @@ def test_a_dialogue_extended_turn_by_turn_is_the_dialogue_built_at_once(
     provider.search(provider.root, ["failed"])  # its search built, to be grown
     for start, stop in zip(bounds, [*bounds[1:], count], strict=False):
         grown = provider.extended(turns[start:stop], COUNTER)
-        assert grown is not None
+        assert grown is not None and grown._models.get(grown.root) is not None  # its search grown
         provider = grown
     assert _provider_shape(provider) == _provider_shape(whole)
     for words in (["failed"], ["Lisbon", "trip"], ["method_3"], ["nothing-here"]):
@@ -235,3 +236,63 @@ def test_counted_keywords_are_the_consensus_of_the_pieces(keywords: list[list[st
             first.setdefault(word, len(first))
     assert counted_keywords(count, first, 3) == consensus_keywords(pieces, 3)
     assert counted_keywords(count, first) == consensus_keywords(pieces)
+
+
+# --- the history's order, kept from state to state ---------------------------------------------
+
+
+def _page(n: int, minutes: int, kind: str) -> Page:
+    from pagedctx.pages import ConsolidatedPage, Origin, OriginalPage
+
+    stamp = START + timedelta(minutes=minutes)
+    if kind == "merged":
+        return ConsolidatedPage(id=f"{n:08x}", depth=0, timestamp=stamp, summary="s", source_ids=(),
+                                origin=Origin.HISTORY)  # fmt: skip
+    origin = Origin.STORAGE if kind == "file" else Origin.HISTORY
+    return OriginalPage(id=f"{n:08x}", depth=0, timestamp=stamp, summary="s", content="c", origin=origin,
+                        draft=kind == "draft")  # fmt: skip
+
+
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "remove"]),
+        st.integers(0, 1),  # which of two sessions
+        st.integers(0, 60),  # the page
+        st.integers(0, 20),  # minutes: ties are broken by id
+        st.sampled_from(["turn", "turn", "draft", "merged", "file"]),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(edits=_EDITS)
+def test_the_history_order_kept_from_state_to_state_is_the_order_sorted_afresh(
+    edits: list[tuple[str, int, int, int, str]],
+) -> None:
+    """`history_order` (host/roles/history_order.py) brought up to date by what changed equals
+    sorting the pages of each state afresh, through pages added, replaced (another time, a draft
+    made a turn), removed, and two sessions' states asked in turn."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from pagedctx.host.roles.history_order import HistoryOrder, history_order
+    from pagedctx.pages import SessionState
+    from pagedctx.pages.pmap import PMap
+
+    first = _page(1000, 0, "turn")
+    sessions: list[PMap[str, Page]] = [PMap.adopt({"a-first": first}), PMap.adopt({"b-first": first})]
+    for action, which, n, minutes, kind in edits:
+        pages = sessions[which]
+        key = f"{'ab'[which]}{n:03d}"
+        if action == "set":
+            page = _page(n, minutes, kind)
+            pages = pages.set(key, page.model_copy(update={"id": f"{n + 1:08x}"}))
+        elif key in pages:
+            pages = pages.remove_many([key])
+        sessions[which] = pages
+        kept = history_order(cast(SessionState, SimpleNamespace(pages=pages)))
+        fresh = HistoryOrder.of(pages)
+        assert (kept.pages, kept.turns) == (fresh.pages, fresh.turns)
+        assert kept.newest_first == [pid for _, pid in reversed(fresh.pages)]
+        assert kept.position == {pid: i for i, (_, pid) in enumerate(fresh.turns)}

@@ -305,6 +305,10 @@ class PieceProvider:
         self._roots = list(roots)
         self._models: dict[str, _Bm25] = {}
 
+    def _grows(self, handle: str) -> bool:
+        """Whether the block `handle` may gain pieces later (its search is then built to grow)."""
+        return False
+
     @property
     def handles(self) -> list[str]:
         """Every handle this provider owns, roots first then in the order the pieces were given."""
@@ -350,7 +354,7 @@ class PieceProvider:
         check_search(keywords, threshold)
         model = self._models.get(handle)
         if model is None:
-            model = self._models[handle] = _Bm25(self.leaves(handle))
+            model = self._models[handle] = _Bm25(self.leaves(handle), growing=self._grows(handle))
         return model.search(keywords, threshold)
 
 

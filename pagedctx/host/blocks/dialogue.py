@@ -222,6 +222,9 @@ class DialogueProvider(PieceProvider):
         provider._growth = growth
         return provider
 
+    def _grows(self, handle: str) -> bool:
+        return handle == self.root and self._growth is not None
+
     def extended(self, turns: Sequence[Mapping[str, Any]], counter: TokenCounter) -> DialogueProvider | None:
         """This dialogue (built `from_turns`) with `turns` appended: the same provider
         `from_turns` of all of them gives, built from the new turns alone (the same checks, an

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.blocks.dialogue import speaker_and_text
 from pagedctx.host.records.memory import Memory, MemoryItem
+from pagedctx.host.roles.history_order import history_order
 from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.text.dates import date_terms, is_date_term
 from pagedctx.host.text.intent import Intent
@@ -205,13 +206,8 @@ class _Timeline:
 
     @classmethod
     def of(cls, state: SessionState) -> _Timeline:
-        keyed = sorted(
-            timeline_key(page.timestamp, pid)
-            for pid, page in state.pages.items()
-            if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY and not page.draft
-        )
-        turns = [pid for _, pid in keyed]
-        return cls(turns, [said for said, _ in keyed], {pid: n for n, pid in enumerate(turns)})
+        order = history_order(state)  # kept from the state before, not sorted again
+        return cls(order.turn_ids, order.said, order.position)
 
 
 def _asks(text: str) -> bool:

@@ -24,7 +24,7 @@ names it (`query_turn`) when the Query shows it whole.
 from __future__ import annotations
 
 import hashlib
-import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +46,7 @@ from pagedctx.host.roles.consolidation import (
     in_process,
     merge_group,
 )
+from pagedctx.host.roles.history_order import history_order
 from pagedctx.host.roles.revealing import apply_plan, reveal
 from pagedctx.host.roles.router import RouterConfig, RouterPlan
 from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, changes
@@ -64,7 +65,7 @@ from pagedctx.pages.state import Transition
 from pagedctx.protocol.budget import Budget
 from pagedctx.protocol.paged_context.context import TraceStep
 from pagedctx.protocol.paged_context.instructions_text import system_instructions
-from pagedctx.protocol.paged_context.render import node_lines, timeline_key
+from pagedctx.protocol.paged_context.render import node_lines
 from pagedctx.protocol.tokens import TokenCounter
 from pagedctx.protocol.worker.instructions import Explore, parse_worker_output
 
@@ -224,16 +225,8 @@ def _asked_turn(state: SessionState, question: str) -> str | None:
     asked = " ".join(question.split())
     if not asked:
         return None
-    latest = heapq.nlargest(
-        ASKED_LOOKBACK,
-        (
-            p
-            for p, page in state.pages.items()
-            if isinstance(page, OriginalPage) and page.origin is Origin.HISTORY
-        ),
-        key=lambda p: timeline_key(state.pages[p].timestamp, p),
-    )
-    for page_id in latest:
+    newest = (p for p in history_order(state).newest_first if isinstance(state.pages[p], OriginalPage))
+    for page_id in itertools.islice(newest, ASKED_LOOKBACK):
         page = state.pages[page_id]
         if isinstance(page, OriginalPage) and " ".join(speaker_and_text(page.content)[1].split()) == asked:
             return page_id
@@ -354,15 +347,15 @@ def _filled(
     chosen: list[str] = []
     ranked = dict.fromkeys(plan.relevance)
     newest = _history_newest(state)  # shown, folded, in the far field or Shelved
-    latest = [p for p in newest if p not in ranked]  # after what addressing ranked: the budget is spent
+    latest = (p for p in newest if p not in ranked)  # after what addressing ranked: the budget is spent
     before = _before_asked(state, newest, asked, request.budget.before_question_tokens, parts.counter)
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
     seen: set[str] = set()
-    for phase, page_id in [
-        *(("before", p) for p in before),
-        *(("ranked", p) for p in ranked),
-        *(("latest", p) for p in latest),
-    ]:
+    for phase, page_id in itertools.chain(
+        (("before", p) for p in before),
+        (("ranked", p) for p in ranked),
+        (("latest", p) for p in latest),  # read only as far as the first that does not fit
+    ):
         page = state.pages.get(page_id)
         parent = state.parents.get(page_id)
         if (
@@ -399,12 +392,9 @@ def _filled(
 
 
 def _history_newest(state: SessionState) -> list[str]:
-    """The history's pages newest first: shown, folded, in the far field or Shelved."""
-    return sorted(
-        (p for p, page in state.pages.items() if page.origin is Origin.HISTORY),
-        key=lambda p: timeline_key(state.pages[p].timestamp, p),
-        reverse=True,
-    )
+    """The history's pages newest first: shown, folded, in the far field or Shelved (kept from
+    the state before, not sorted again: `history_order`)."""
+    return history_order(state).newest_first
 
 
 def _before_asked(

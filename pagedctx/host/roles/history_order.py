@@ -1,0 +1,131 @@
+"""The history's pages in the order they were said, kept from one state of a session to the next.
+
+Every round the Router reads the history's turns in timeline order (`timeline_key`: instant, then
+id; replies, neighbours, sittings) and the fill reads the history newest first. Sorting every page
+of a long session each time made a round cost O(history log history). A state is derived from the
+one before by a few changes (`PMap.diff` lists them), so `history_order` keeps the order of the
+latest state of the last sessions it was asked for and brings it up to date by those changes
+(bisect), or sorts afresh when the states share little. The answer is the same either way:
+the key is a total order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from pagedctx.pages import Origin, OriginalPage, Page, SessionState
+from pagedctx.pages.pmap import PMap
+from pagedctx.protocol.paged_context.render import timeline_key
+
+__all__ = ["HistoryOrder", "history_order"]
+
+_KEPT = 16  # lineages kept (the latest state of the sessions asked last)
+Key = tuple[datetime, str]
+
+
+def _is_turn(page: Page) -> bool:
+    return isinstance(page, OriginalPage) and not page.draft
+
+
+@dataclass
+class HistoryOrder:
+    """The pages of origin History in timeline order (`pages`, oldest first), and of them the
+    turns (Original, not drafts: `turns`), each as `(timeline_key, id)` sorted."""
+
+    source: PMap[str, Page]  # the pages this order is of (held: its identity is the memo's key)
+    pages: list[Key]
+    turns: list[Key]
+
+    @cached_property
+    def turn_ids(self) -> list[str]:
+        """The ids of `turns`, oldest first."""
+        return [pid for _, pid in self.turns]
+
+    @cached_property
+    def said(self) -> list[datetime]:
+        """When each of `turns` was said (UTC, naive)."""
+        return [said for said, _ in self.turns]
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each turn's place in `turns`."""
+        return {pid: n for n, (_, pid) in enumerate(self.turns)}
+
+    @cached_property
+    def newest_first(self) -> list[str]:
+        """The ids of `pages`, newest first."""
+        return [pid for _, pid in reversed(self.pages)]
+
+    @classmethod
+    def of(cls, pages: PMap[str, Page]) -> HistoryOrder:
+        keyed = [(timeline_key(page.timestamp, pid), page) for pid, page in pages.items()]
+        history = sorted(key for key, page in keyed if page.origin is Origin.HISTORY)
+        turns = sorted(key for key, page in keyed if page.origin is Origin.HISTORY and _is_turn(page))
+        return cls(pages, history, turns)
+
+    def updated(self, pages: PMap[str, Page], removed: Iterable[str], changed: Iterable[str]) -> HistoryOrder:
+        """This order brought to `pages`, which differ from its source by `removed` and `changed`."""
+        history, turns = list(self.pages), list(self.turns)
+        old = self.source
+        for pid in [*removed, *changed]:
+            before = old.get(pid)
+            if before is not None and before.origin is Origin.HISTORY:
+                key = timeline_key(before.timestamp, pid)
+                _drop(history, key)
+                if _is_turn(before):
+                    _drop(turns, key)
+        for pid in changed:
+            page = pages[pid]
+            if page.origin is Origin.HISTORY:
+                key = timeline_key(page.timestamp, pid)
+                bisect.insort(history, key)
+                if _is_turn(page):
+                    bisect.insort(turns, key)
+        return HistoryOrder(pages, history, turns)
+
+
+def _drop(keys: list[Key], key: Key) -> None:
+    at = bisect.bisect_left(keys, key)
+    if at < len(keys) and keys[at] == key:
+        del keys[at]
+
+
+_orders: OrderedDict[str, HistoryOrder] = OrderedDict()  # by a session's first page id
+_lock = threading.Lock()
+
+
+def history_order(state: SessionState) -> HistoryOrder:
+    """The history order of `state` (see the module docstring); do not change what it holds.
+
+    Kept per lineage of states (the id of the first page: a session's states share it), for the
+    `_KEPT` lineages asked last; brought up to date from the lineage's last state by what changed
+    (`PMap.diff`: in proportion when the maps share a base, an identity comparison otherwise), or
+    sorted afresh when that is most of the pages.
+    """
+    pages = state.pages
+    lineage = next(iter(pages), None)
+    if lineage is None:
+        return HistoryOrder(pages, [], [])
+    with _lock:
+        kept = _orders.get(lineage)
+    if kept is not None and kept.source is pages:
+        return kept
+    order: HistoryOrder | None = None
+    if kept is not None:
+        removed, changed = pages.diff(kept.source)
+        if len(removed) + len(changed) <= max(64, len(pages) // 4):
+            order = kept.updated(pages, removed, changed)
+    if order is None:
+        order = HistoryOrder.of(pages)
+    with _lock:
+        _orders[lineage] = order
+        _orders.move_to_end(lineage)
+        while len(_orders) > _KEPT:
+            _orders.popitem(last=False)
+    return order
