@@ -101,7 +101,21 @@ def _page_map(pages: PMap[str, Page] | dict[str, Page] | None = None) -> PMap[st
     return pages if pages.marker is _is_draft else pages.with_marker(_is_draft)
 
 
-_TREE_FIELDS = ("views", "parents", "children")
+def _is_opened(view: View) -> bool:
+    return view is not View.SUMMARY
+
+
+def _view_map(views: PMap[str, View] | dict[str, View] | None = None) -> PMap[str, View]:
+    """Views as a persistent map that keeps the set of pages shown beyond Summary (`PMap.marked`)
+    up to date: what a round's heat counts, without a walk over every page."""
+    if views is None:
+        return PMap(marker=_is_opened)
+    if not isinstance(views, PMap):
+        return PMap.adopt(views, marker=_is_opened)
+    return views if views.marker is _is_opened else views.with_marker(_is_opened)
+
+
+_TREE_FIELDS = ("parents", "children")
 
 
 class SessionState(BaseModel):
@@ -117,7 +131,7 @@ class SessionState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     pages: Annotated[PMap[str, Page], AfterValidator(_page_map)] = Field(default_factory=_page_map)
-    views: PMap[str, View] = Field(default_factory=PMap)
+    views: Annotated[PMap[str, View], AfterValidator(_view_map)] = Field(default_factory=_view_map)
     parents: PMap[str, str] = Field(default_factory=PMap)
     children: PMap[str, tuple[str, ...]] = Field(default_factory=PMap)
     flow: tuple[str, ...] = ()
@@ -140,6 +154,8 @@ class SessionState(BaseModel):
         """
         if "pages" in changes:
             changes["pages"] = _page_map(changes["pages"])  # type: ignore[arg-type]
+        if changes.get("views") is not None:
+            changes["views"] = _view_map(changes["views"])  # type: ignore[arg-type]
         for name in _TREE_FIELDS:
             value = changes.get(name)
             if value is not None and not isinstance(value, PMap):
@@ -147,6 +163,11 @@ class SessionState(BaseModel):
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields.update(changes)
         return SessionState.model_construct(**fields)
+
+    @property
+    def opened(self) -> frozenset[str]:
+        """Ids of the pages whose view is not Summary (kept up to date like `drafts`)."""
+        return self.views.marked
 
     @property
     def drafts(self) -> frozenset[str]:

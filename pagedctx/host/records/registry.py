@@ -125,16 +125,20 @@ class SessionRegistry:
         """Persist `state` in one batch, writing only what changed; returns the writes made."""
         before = self._saved or SessionState()
         heat = dict(self._heat)
-        for page_id, view in state.views.items():
-            if view is not View.SUMMARY:
-                old = heat.get(page_id, PageHeat(topic=state.pages[page_id].topic_id))
-                heat[page_id] = old.model_copy(update={"heat": old.heat + 1, "last_round": state.round})
-        gone = sorted(set(before.pages) - set(state.pages))
-        pages = {pid: p.model_dump_json() for pid, p in state.pages.items() if before.pages.get(pid) is not p}
-        views = {pid: v.value for pid, v in state.views.items() if before.views.get(pid) is not v}
-        parents = {c: p for c, p in state.parents.items() if before.parents.get(c) != p}
-        orphaned = sorted(c for c in before.parents if c not in state.parents and c not in gone)
-        heat_writes = {pid: h.model_dump_json() for pid, h in heat.items() if self._heat.get(pid) != h}
+        heated: list[str] = []
+        for page_id in sorted(state.opened):  # shown beyond Summary: kept by the views, not walked
+            old = heat.get(page_id, PageHeat(topic=state.pages[page_id].topic_id))
+            heat[page_id] = old.model_copy(update={"heat": old.heat + 1, "last_round": state.round})
+            heated.append(page_id)
+        # What changed since the state saved last: in proportion to the change (`PMap.diff`).
+        removed, changed = state.pages.diff(before.pages)
+        gone = sorted(removed)
+        pages = {pid: state.pages[pid].model_dump_json() for pid in changed}
+        views = {pid: state.views[pid].value for pid in state.views.diff(before.views)[1]}
+        unparented, reparented = state.parents.diff(before.parents)
+        parents = {c: state.parents[c] for c in reparented if before.parents.get(c) != state.parents[c]}
+        orphaned = sorted(set(unparented) - set(gone))
+        heat_writes = {pid: heat[pid].model_dump_json() for pid in heated if self._heat.get(pid) != heat[pid]}
         meta: dict[str, Any] = {
             "flow": list(state.flow),
             "background": list(state.background),

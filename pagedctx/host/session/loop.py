@@ -53,7 +53,7 @@ from pagedctx.host.roles.transport import LocalRouter, PlanRequest, Router, chan
 from pagedctx.host.session.bus import apply_actions
 from pagedctx.host.session.scaffold import PreviousRound, scaffold
 from pagedctx.host.session.sentry import is_pivot
-from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, synthesize
+from pagedctx.host.session.synthesis import GOVERNANCE_ACTIONS, Synthesis, SynthesisRequest, check, synthesize
 from pagedctx.host.text.excerpt import Excerpt, excerpt
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
@@ -318,7 +318,7 @@ def _render(
         relevance=view.relevance,
         system_instructions=system_instructions(request.instructions),
     )
-    return synthesize(state, asked, parts.counter)
+    return synthesize(state, asked, parts.counter, validate=False)  # checked when shown (`check`)
 
 
 def _filled(
@@ -350,6 +350,7 @@ def _filled(
     latest = (p for p in newest if p not in ranked)  # after what addressing ranked: the budget is spent
     before = _before_asked(state, newest, asked, request.budget.before_question_tokens, parts.counter)
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
+    kids: dict[str, int] = {}  # per folded parent: its children's Summary nodes, priced once
     seen: set[str] = set()
     for phase, page_id in itertools.chain(
         (("before", p) for p in before),
@@ -368,7 +369,7 @@ def _filled(
         ):
             continue
         seen.add(page_id)
-        cost, opens = _fill_cost(state, page_id, parent, opened, parts.counter)
+        cost, opens = _fill_cost(state, page_id, parent, opened, parts.counter, kids=kids)
         if cost > spare:
             if phase == "latest":  # newest first: the first that does not fit ends the scan
                 break
@@ -425,20 +426,31 @@ def _before_asked(
 
 
 def _fill_cost(
-    state: SessionState, page_id: str, parent: str | None, opened: set[str], counter: TokenCounter
+    state: SessionState,
+    page_id: str,
+    parent: str | None,
+    opened: set[str],
+    counter: TokenCounter,
+    *,
+    kids: dict[str, int],
 ) -> tuple[int, str | None]:
     """What showing a turn in Detail costs, and the folded parent it opens (None: none): a parent
     not yet opened shows its other turns too, as Summary nodes; a turn shown as a Summary node
-    frees that node."""
+    frees that node. `kids`: per parent, its children's Summary nodes together (filled here)."""
     page = state.pages[page_id]
     cost = counter.count("".join(node_lines(page, View.DETAIL, 2)))
+    summary = counter.count("".join(node_lines(page, View.SUMMARY, 2)))
     if state.views[page_id] is View.SUMMARY and is_visible(state, page_id):
-        cost -= counter.count("".join(node_lines(page, View.SUMMARY, 2)))
+        cost -= summary
     if parent is None or (state.views[parent] is View.UNPACKED and is_visible(state, parent)):
         return cost, None
     if parent not in opened:
-        siblings = [state.pages[k] for k in state.children_of(parent) if k != page_id]
-        cost += sum(counter.count("".join(node_lines(k, View.SUMMARY, 2))) for k in siblings)
+        children = state.children_of(parent)
+        if parent not in kids:
+            kids[parent] = sum(
+                counter.count("".join(node_lines(state.pages[k], View.SUMMARY, 2))) for k in children
+            )
+        cost += kids[parent] - (summary if page_id in children else 0)  # its siblings' nodes
     return cost, parent
 
 
@@ -668,14 +680,16 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         query = _shown_question(intent.text, request.budget, parts.counter).text
         view = _View(now=now, query=query, focus=last_focus, relevance=last_relevance)
-        synthesis = _filled(
-            _render(state, view, request, parts, worker_steps),
-            plan,
-            view,
-            request,
-            parts,
-            steps=worker_steps,
-            asked=asked_turn,
+        synthesis = check(
+            _filled(
+                _render(state, view, request, parts, worker_steps),
+                plan,
+                view,
+                request,
+                parts,
+                steps=worker_steps,
+                asked=asked_turn,
+            )
         )
         state = synthesis.state
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
@@ -740,6 +754,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         final_view = _filled(
             final_view, last_plan, view, request, parts, steps=worker_steps, asked=asked_turn
         )
+    final_view = check(final_view)
     return RoundsResult(
         state=final_view.state,
         xml=final_view.xml,

@@ -136,10 +136,13 @@ class Synthesis(BaseModel):
     steps: tuple[TraceStep, ...] = Field(default=(), description="one per governance action, in order")
 
 
-def synthesize(state: SessionState, request: SynthesisRequest, counter: TokenCounter) -> Synthesis:
+def synthesize(
+    state: SessionState, request: SynthesisRequest, counter: TokenCounter, *, validate: bool = True
+) -> Synthesis:
     """Render `state` within `request.budget` tokens, governing overflow (P12); see the module doc.
 
-    Raises `BudgetError` when even the fully governed document is over budget.
+    Raises `BudgetError` when even the fully governed document is over budget. `validate`: check
+    the document against the schema here (False: the caller checks the one it shows, `check`).
     """
     governor = _Governor(request, counter)
     budget = request.budget
@@ -172,6 +175,20 @@ def synthesize(state: SessionState, request: SynthesisRequest, counter: TokenCou
             )
         tree, xml, tokens = governor.render(state)
         estimate = tokens
+    if validate:
+        _raise_invalid(tree)
+    return Synthesis(xml=xml, tokens=tokens, state=state, steps=tuple(steps))
+
+
+def check(synthesis: Synthesis) -> Synthesis:
+    """`synthesis` once its document is checked against the schema (for one rendered with
+    `validate=False`: a view shown to a role or an asker, not each candidate tried)."""
+    parser = etree.XMLParser(huge_tree=True, resolve_entities=False)  # our own document: no DTD
+    _raise_invalid(etree.fromstring(synthesis.xml.encode("utf-8"), parser))
+    return synthesis
+
+
+def _raise_invalid(tree: etree._Element) -> None:
     errors = validation_errors(tree)
     if errors:
         raise ContextFormatError(
@@ -180,7 +197,6 @@ def synthesize(state: SessionState, request: SynthesisRequest, counter: TokenCou
             line=errors[0].line,
             column=errors[0].column,
         )
-    return Synthesis(xml=xml, tokens=tokens, state=state, steps=tuple(steps))
 
 
 # --- governance ----------------------------------------------------------------------------

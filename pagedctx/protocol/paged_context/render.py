@@ -34,8 +34,10 @@ One room: both forms, both entry points and the node estimate (`node_lines`) wri
 
 from __future__ import annotations
 
+import functools
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -97,8 +99,16 @@ def dense_keywords(keywords: Sequence[str], text: str | None) -> tuple[str, ...]
     """The keywords a dense node shows: those the text it shows does not already say."""
     if not keywords:
         return ()
-    said = set(re.findall(r"\w+", (text or "").casefold()))
-    return tuple(k for k in keywords if not set(re.findall(r"\w+", k.casefold())) <= said)
+    return _dense_keywords(tuple(keywords), text)
+
+
+@functools.lru_cache(maxsize=8192)  # a node is rendered many times a round (governance, the fill)
+def _dense_keywords(keywords: tuple[str, ...], text: str | None) -> tuple[str, ...]:
+    said = set(_WORD.findall((text or "").casefold()))
+    return tuple(k for k in keywords if not set(_WORD.findall(k.casefold())) <= said)
+
+
+_WORD = re.compile(r"\w+")
 
 
 def _stamp(value: datetime) -> str:
@@ -287,13 +297,37 @@ def _escaped_text(text: str) -> tuple[str, str]:
     return marker, text
 
 
+_NODE_LINES_KEPT = 4096  # nodes remembered (a round shows a few hundred; governance re-reads them)
+_node_memo: OrderedDict[tuple[int, View, int, str], tuple[Page, tuple[str, ...]]] = OrderedDict()
+_node_lock = threading.Lock()
+
+
 def node_lines(page: Page, view: View, level: int, indent: str = "") -> list[str]:
     """A text shaped like the page's dense `<Node>` at nesting `level` (an estimate for overflow
     governance: the exact count is of the XML), given as its element lines (each ends before a
     line break followed by a `<`; text never holds a literal `<`). It assumes the origin and the
     depth implied and the timestamp written whole: a node costs at most about this much, so a
     move saves at least what it is credited with and governance never takes more than it needs
-    (the exact count of the render after a batch decides whether more is needed)."""
+    (the exact count of the render after a batch decides whether more is needed).
+
+    A page is immutable: the lines of the last pages asked are remembered by the page object
+    (`_NODE_LINES_KEPT`), since governance and the fill price the same nodes many times a round."""
+    key = (id(page), view, level, indent)
+    with _node_lock:
+        kept = _node_memo.get(key)
+        if kept is not None and kept[0] is page:
+            _node_memo.move_to_end(key)
+            return list(kept[1])
+    lines = _node_lines(page, view, level, indent)
+    with _node_lock:
+        _node_memo[key] = (page, tuple(lines))
+        _node_memo.move_to_end(key)
+        if len(_node_memo) > _NODE_LINES_KEPT:
+            _node_memo.popitem(last=False)
+    return lines
+
+
+def _node_lines(page: Page, view: View, level: int, indent: str) -> list[str]:
     pad = indent * level
     attributes = f'id="{page.id}"'
     if page.type is PageType.CONSOLIDATED and view is not View.UNPACKED:
