@@ -1,7 +1,7 @@
 """`pagedctx serve` under load (issue 15): latency it adds over the baseline worker alone, requests/s,
 replica memory per session as turns pile up, and cross-session leaks.
 
-    python bench/serve.py [--sessions 32] [--turns 50] [--time-limit 600] [--quick]
+    python bench/serve.py [--sessions 32] [--turns 50] [--time-limit 900] [--quick]
 
 Everything runs on 127.0.0.1. The clients are the real `openai` SDK (`AsyncOpenAI`), one task per
 session, each sending its conversation the OpenAI way: the whole message history every request,
@@ -20,6 +20,9 @@ of its own early ("my locker code is K7-...") and asks about it last.
    from /proc at each point.
 4. Concurrency: the sessions of the reference, all at once, against pagedctx serve: per-request
    latency p50/p99 and requests/s, and the ratio to the reference.
+3b. History: one session grows to 100, 1,000 and 10,000 turns (requests pasting 100 pairs at once);
+   at each point `--probes` requests of one new user message (only it sent: the server holds the
+   rest) are timed: a request must cost what it adds, not the history held.
 5. Leaks: every session is asked for its canary; its answer and its `<PagedContext>`
    (`GET /v1/sessions/{id}/context`) must never show another session's canary.
 
@@ -491,6 +494,48 @@ async def memory(
     return points, tally, tally.stopped
 
 
+@dataclass
+class HistoryPoint:
+    turns: int
+    latencies: list[float]
+
+
+async def history(
+    url: str, *, marks: list[int], bulk: int, probes: int, deadline: float
+) -> tuple[list[HistoryPoint], Tally]:
+    """One session grows to each mark in `marks` (requests pasting `bulk` pairs of history at
+    once); at each mark, `probes` requests of one new user message each (only that message sent,
+    the session pinned: the server holds the rest) are timed. What a request costs the host as
+    the history it holds grows from 100 to 10,000 turns."""
+    import openai
+
+    conv = Conversation.make("history-000", 7000)
+    tally, probe_tally = Tally(), Tally()
+    points: list[HistoryPoint] = []
+    held = 0
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=600) as client:
+        model = (await client.models.list()).data[0].id
+        for mark in marks:
+            while held < mark and time.monotonic() < deadline:
+                pairs = max(1, min(bulk, (mark - held) // 2))
+                new = [*conv.pasted_pairs(pairs), {"role": "user", "content": conv.user_line(2, last=False)}]
+                for n, message in enumerate(new):  # each its own: a held reply repeated reads as overlap
+                    message["content"] += f" (#{held + n})"
+                await send(client, model, conv, new, tally)
+                held += len(new) + 1  # and the reply
+            if held < mark:
+                tally.stopped = True
+                break
+            probe_tally = Tally()
+            for _ in range(probes):
+                question = {"role": "user", "content": f"{conv.user_line(2, last=False)} (#{held})"}
+                await send(client, model, conv, [question], probe_tally)
+                held += 2
+            points.append(HistoryPoint(held, list(probe_tally.latencies)))
+            tally.errors += probe_tally.errors
+    return points, tally
+
+
 async def leak_check(url: str, convs: list[Conversation], deadline: float) -> tuple[int, int, int, list[str]]:
     """Ask every session for its canary; count own canaries found and foreign ones seen anywhere."""
     import openai
@@ -541,6 +586,24 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def print_history(grown: list[HistoryPoint], probes: int) -> None:
+    """The history phase's table: a request's latency at each point, against the first point."""
+    if not grown or not grown[0].latencies:
+        return
+    first = pct(grown[0].latencies, 0.5)
+    print(
+        f"\none session's history grown (pasted 100 pairs a request); at each point {probes} "
+        "requests of one new user message (only it sent), timed:\n"
+    )
+    print("| turns held | p50 ms | max ms | p50 / p50 at the first point |")
+    print("|---|---|---|---|")
+    for point in grown:
+        if point.latencies:
+            mid = pct(point.latencies, 0.5)
+            most = max(point.latencies)
+            print(f"| {point.turns:,} | {mid * 1e3:,.0f} | {most * 1e3:,.0f} | {mid / first:.2f}x |")
+
+
 def main() -> None:  # noqa: PLR0915 - one run, its phases in order
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32, help="concurrent sessions (phase 4)")
@@ -552,7 +615,11 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
     parser.add_argument(
         "--pairs", type=int, default=10, help="user/assistant pairs pasted per memory request"
     )
-    parser.add_argument("--time-limit", type=float, default=600.0, help="seconds in all")
+    parser.add_argument(
+        "--history-turns", default="100,1000,10000", help="turns one session holds when timed (phase 3b)"
+    )
+    parser.add_argument("--probes", type=int, default=15, help="requests timed at each of those points")
+    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds in all")
     parser.add_argument("--quick", action="store_true", help="4 sessions x 5 turns, memory at 100/300 turns")
     parser.add_argument(
         "--reference-server", nargs=2, type=int, metavar=("PORT", "BUDGET"), help=argparse.SUPPRESS
@@ -561,8 +628,10 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
     if args.reference_server:
         reference_server(*args.reference_server)
         return
+    history_marks = [int(t) for t in args.history_turns.split(",")]
     if args.quick:
         args.sessions, args.turns, args.memory_sessions, args.memory_turns = 4, 5, 4, "100,300"
+        history_marks, args.probes = [100, 400], 3
     targets = [int(t) for t in args.memory_turns.split(",")]
     began = time.monotonic()
     deadline = began + args.time_limit
@@ -578,7 +647,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
         env["PAGEDCTX_HOME"] = str(tmp / "home")
         # The local profile, with a rate limit no bench reaches (the limiter is not what is measured).
         profile = tmp / "bench-local.yaml"
-        local = (ROOT / "configs" / "profiles" / "local.yaml").read_text(encoding="utf-8")
+        local = (ROOT / "pagedctx" / "configs" / "profiles" / "local.yaml").read_text(encoding="utf-8")
         profile.write_text(local + "\nserve:\n  requests_per_minute: 100000000\n", encoding="utf-8")
 
         def conversations(prefix: str) -> list[Conversation]:
@@ -624,6 +693,12 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
             if mem_stopped:
                 notes.append("memory phase stopped at the time limit")
 
+            # 3b. one session's history grown to 10,000 turns: the cost of a request as it grows
+            grown, hist_tally = asyncio.run(
+                history(server.url, marks=history_marks, bulk=100, probes=args.probes, deadline=deadline)
+            )
+            notes += ["history phase stopped at the time limit"] * hist_tally.stopped
+
             # 4. concurrency
             convs = conversations("chat-")
             tally, wall = asyncio.run(concurrency(server.url, convs, args.turns, deadline))
@@ -648,7 +723,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
             replicas = len(server.replicas())
         finally:
             left = server.stop()
-        errors = ref_tally.errors + tally.errors + mem_tally.errors
+        errors = ref_tally.errors + tally.errors + mem_tally.errors + hist_tally.errors
 
     # --- the tables
     def ms(x: float) -> str:
@@ -684,6 +759,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
         f"| added by pagedctx (x reference) | | {ms(p50 - r50)} ({p50 / r50:.1f}x) | "
         f"{ms(p99 - r99)} ({p99 / r99:.1f}x) | {rps / ref_rps:.2f}x | | |"
     )
+    print_history(grown, args.probes)
     print(
         f"\nmemory ({args.memory_sessions} sessions fed {args.pairs} pasted pairs + 1 user message "
         f"a request; "

@@ -597,6 +597,7 @@ class Session:
         """The ask's rounds, with the roles in this process or as Ray actors (a local cluster on
         127.0.0.1 unless one runs); `moves`: the agent's own, as the Worker's output (in process)."""
         from pagedctx.host.records.memory import StoreMemory
+        from pagedctx.host.records.trace import TraceRecorder
         from pagedctx.host.roles.consolidation import in_process
         from pagedctx.host.session.ask_rounds import GivenWorker, given_moves, prepare_ask, taken_search
 
@@ -608,19 +609,27 @@ class Session:
             route=route, trace=trace, bundle=bundle, keep_trace=self._keep_trace, warm=engine.warm,
         )  # fmt: skip
         blocks = rounds.prepared.blocks
+        warm, key, ask = engine.warm, (self._store.url, self.id), len(self._record.asks)
+        # The trace goes on from the last ask's recorder when its events went on one stream and
+        # nobody else changed the session since (only a real ask keeps it: `look`/`zoom` drop it).
+        taken = warm.take_recorder(key, ask)
+        recorder = taken if taken is not None and rounds.streamed and rounds.registry.warm_hit else None
+        recorder = recorder or TraceRecorder()
         if runtime == "ray":
-            return rounds.on_ray(engine.ray_roles(blocks, self.id), inline=inline), rounds
-        # The agent's moves (`look`, `zoom`) are the Worker's output: no Worker decides them.
-        worker = engine.worker() if moves is None else GivenWorker(given_moves(moves))
-        consolidator = engine.consolidator()
-        warm, key = engine.warm, (self._store.url, self.id)
-        search, indexed = taken_search(warm, key)  # the search the last ask here left, if any
-        router = engine.router(blocks, StoreMemory(self._store), search)
-        result = rounds.run(worker, router, in_process(consolidator) if inline else None, indexed)
-        engine.end(router, worker, consolidator)
-        if result.indexed is not None:
-            warm.keep_search(key, search, result.indexed)
-        return result, rounds
+            done = rounds.on_ray(engine.ray_roles(blocks, self.id), inline=inline, recorder=recorder)
+        else:
+            # The agent's moves (`look`, `zoom`) are the Worker's output: no Worker decides them.
+            worker = engine.worker() if moves is None else GivenWorker(given_moves(moves))
+            consolidator = engine.consolidator()
+            search, indexed = taken_search(warm, key)  # the search the last ask here left, if any
+            router = engine.router(blocks, StoreMemory(self._store), search)
+            done = rounds.run(worker, router, in_process(consolidator) if inline else None, indexed, recorder)
+            engine.end(router, worker, consolidator)
+            if done.indexed is not None:
+                warm.keep_search(key, search, done.indexed)
+        if rounds.streamed and moves is None:
+            warm.keep_recorder(key, recorder, ask)
+        return done, rounds
 
 
 def _session_id(given: str | None) -> str:

@@ -21,6 +21,7 @@ from pagedctx.engine import Engine, fixed_clock
 from pagedctx.errors import InputFormatError
 from pagedctx.host.blocks.dialogue import DialogueProvider
 from pagedctx.host.records.registry import SessionRegistry
+from pagedctx.host.records.trace import RoundEvent, snapshots
 from pagedctx.host.records.warm import WarmSessions
 from pagedctx.host.store.sqlite import SqliteStore
 from pagedctx.host.text.bm25 import Corpus, GrowingCorpus
@@ -53,16 +54,28 @@ def _turns(rng: random.Random, start: int, count: int) -> list[tuple[str, str]]:
 def _exchange(engine: Engine, step: int, rng: random.Random, *, fail: bool = False) -> tuple[str, str | None]:
     """One served request: new turns, the ask, the answer turn, in one transaction; a failing
     request raises inside the transaction (nothing of it lands)."""
-    with Session(engine, "t.s") as session, session.locked(30), session.atomic():
+    with Session(engine, "t.s", keep_trace=True) as session, session.locked(30), session.atomic():
         question = f"what did I say about the {rng.choice(TOPICS)}?"
         session.add_turns([*_turns(rng, 1000 * step, 3 + step % 4), ("user", question)])
         result = session.ask(question, budget=1500, merges="deferred")
         session.add_turn("assistant", result.answer or "(none)")
         if fail:
             raise RuntimeError("the request failed after its ask")
-    with Session(engine, "t.s") as session:
+    with Session(engine, "t.s", keep_trace=True) as session:
         session.consolidate()
     return result.xml, result.answer
+
+
+def _trace(engine: Engine) -> tuple[list[tuple[object, ...]], int]:
+    """The session's store trace as every page after each event (`snapshots`), and how many of
+    its events list every page."""
+    with Session(engine, "t.s", keep_trace=True) as session:
+        events = [RoundEvent.model_validate_json(line) for line in session.trace_lines()]
+    seen = [
+        (event.state_digest, event.round, sorted(line.model_dump_json() for line in pages))
+        for event, pages in snapshots(events)
+    ]
+    return seen, sum(event.snapshot == "full" for event in events)
 
 
 def _persisted(engine: Engine) -> tuple[object, ...]:
@@ -90,6 +103,10 @@ def test_a_warm_session_answers_and_persists_exactly_as_a_cold_one(tmp_path: Pat
         assert outcomes[0] == outcomes[1], f"ask {step}: the warm session answered otherwise"
         assert _persisted(warm) == _persisted(cold), f"ask {step}: the stored pages differ"
     assert len(warm.warm) == 1 and len(cold.warm) == 0
+    warm_trace, warm_full = _trace(warm)
+    cold_trace, cold_full = _trace(cold)
+    assert warm_trace == cold_trace  # every round's pages and digest, read back from the stream
+    assert cold_full == 8 and warm_full == 2  # each ask lists every page again, cold; warm: after a drop
 
 
 def test_another_process_writing_the_session_makes_the_warm_state_unused(tmp_path: Path) -> None:
@@ -106,6 +123,7 @@ def test_another_process_writing_the_session_makes_the_warm_state_unused(tmp_pat
         got = _exchange(writer, step, rng_a)
         assert got == _exchange(reference, step, rng_b), f"ask {step}"
     assert _persisted(here) == _persisted(reference)
+    assert _trace(here)[0] == _trace(reference)[0]  # the stream goes on only from this process's last event
 
 
 def test_the_registry_reuses_the_state_it_saved_while_meta_names_its_version(tmp_path: Path) -> None:

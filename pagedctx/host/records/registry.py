@@ -53,6 +53,7 @@ class SessionRegistry:
         self.store = store
         self.session = session
         self.warm = warm  # the state this process saved last, reused while `meta` names its version
+        self.warm_hit = False  # the last `load` was that state: nobody else saved the session since
         self._base = f"{PREFIX}{session}/"
         self._saved: SessionState | None = None
         self._heat: dict[str, PageHeat] = {}
@@ -73,6 +74,7 @@ class SessionRegistry:
             meta = json.loads(meta_raw)
             token = meta.get("version") if isinstance(meta, dict) else None
             kept = self.warm.state(self._warm_key, token) if self.warm is not None and token else None
+            self.warm_hit = kept is not None
             if kept is not None:
                 state, heat = kept
                 self._saved, self._heat = state, dict(heat)

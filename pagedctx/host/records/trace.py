@@ -197,12 +197,16 @@ class TraceRecorder:
     update the digest from the differences of the persistent maps (`PMap.diff`) and list only the
     pages that are new or changed (page, view, parent or place) and the ids removed, so a round of
     a 100,000-page session costs what the round changed. The digest always equals `state_digest`.
+    A recorder may go on over a session's next ask (its rounds then start with a delta) when the
+    events go on in one stream whose last event it recorded (a served session's store trace:
+    `snapshots` applies the delta to the pages that event left).
     """
 
     def __init__(self) -> None:
         self._state: SessionState | None = None
         self._total = 0
         self._pages: dict[str, int] = {}
+        self.full = True  # whether the last `record` listed every page (the first one does)
 
     def record(self, state: SessionState) -> tuple[str, list[PageLine], list[str]]:
         """(digest, page lines, removed ids) of `state` against the last recorded one."""
@@ -215,7 +219,9 @@ class TraceRecorder:
                 + sum(_parent_entry(child, parent) for child, parent in state.parents.items())
             ) % _MODULUS
             self._state = state
+            self.full = True
             return _finish(self._total, state), page_lines(state), []
+        self.full = False
         total = self._total
         removed, changed = state.pages.diff(previous.pages)
         for pid in removed:

@@ -16,7 +16,12 @@ per store and session id), what an ask rebuilt:
   with the pages of the state at hand (`changes`: proportional to what changed when both states
   derive from one another, a full comparison otherwise), so it never needs a token;
 - the **dialogue provider** of the session's turns with the turns it was built from: an ask whose
-  turns extend them builds only the new ones (`DialogueProvider.extended`).
+  turns extend them builds only the new ones (`DialogueProvider.extended`);
+- the **trace recorder** of the session's last ask, when its events went to the session's store
+  trace alone: the next ask's rounds go on from it (a delta, not every page again), taken out like
+  the search, and only when that ask is the next one and the state was this process's (the
+  registry's version matched: nobody else asked or merged since, so the stream's last event is
+  the one it recorded).
 
 Nothing here decides anything: every entry is a cache of what the store already says, checked
 against it (the token, the pages, the turns) before use. `limit` 0 keeps nothing.
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedctx.host.blocks.dialogue import DialogueProvider
+from pagedctx.host.records.trace import TraceRecorder
 from pagedctx.host.text.page_search import PageSearch
 from pagedctx.pages import SessionState
 
@@ -48,6 +54,8 @@ class _Entry:
     indexed: SessionState | None = None  # the state whose pages `search` holds
     dialogue: DialogueProvider | None = None
     turns: tuple[Mapping[str, Any], ...] = ()  # the turns `dialogue` was built from
+    recorder: TraceRecorder | None = None
+    recorded_ask: int = -1  # the ask whose rounds `recorder` recorded last
 
 
 class WarmSessions:
@@ -135,6 +143,26 @@ class WarmSessions:
         with self._lock:
             entry = self._slot(key)
             entry.dialogue, entry.turns = dialogue, tuple(turns)
+
+    # -- the trace recorder ---------------------------------------------------------------------
+
+    def take_recorder(self, key: tuple[str, str], ask: int) -> TraceRecorder | None:
+        """The trace recorder of ask `ask - 1` of the session, taken out (None: another, or none)."""
+        with self._lock:
+            entry = self._entry(key)
+            if entry is None or entry.recorder is None:
+                return None
+            recorder, recorded = entry.recorder, entry.recorded_ask
+            entry.recorder, entry.recorded_ask = None, -1
+            return recorder if recorded == ask - 1 else None
+
+    def keep_recorder(self, key: tuple[str, str], recorder: TraceRecorder, ask: int) -> None:
+        """Put a recorder back after the rounds of ask `ask` (its last event is the stream's last)."""
+        if self.limit == 0:
+            return
+        with self._lock:
+            entry = self._slot(key)
+            entry.recorder, entry.recorded_ask = recorder, ask
 
     def forget(self, key: tuple[str, str]) -> None:
         """Drop everything kept for `key` (the session was deleted)."""

@@ -27,7 +27,7 @@ from pagedctx.host.session.setup import Prepared, SessionInputs, prepare
 if TYPE_CHECKING:
     from pagedctx.host.ingest.index import Index
     from pagedctx.host.records.registry import SessionRegistry
-    from pagedctx.host.records.trace import TraceSink
+    from pagedctx.host.records.trace import TraceRecorder, TraceSink
     from pagedctx.host.records.warm import WarmSessions
     from pagedctx.host.roles.consolidation import Result, Submit
     from pagedctx.host.session.loop import RoundsResult, Worker
@@ -74,6 +74,7 @@ class AskRounds:
     store: Store
     registry: SessionRegistry
     trace: TraceSink | None
+    streamed: bool = False  # its events go on the session's store trace alone, after its last ask's
 
     def run(
         self,
@@ -81,11 +82,14 @@ class AskRounds:
         router: Router,
         consolidate: Submit | None,
         indexed: SessionState | None = None,
+        recorder: TraceRecorder | None = None,
     ) -> RoundsResult:
         """The rounds with these roles (`consolidate` None: merges are left to a later call;
-        `indexed`: the state whose pages the Router's search holds already, a warm one)."""
+        `indexed`: the state whose pages the Router's search holds already, a warm one;
+        `recorder`: the trace recorder of the session's last ask, its stream going on)."""
         parts = SessionParts(
             indexed=indexed,
+            recorder=recorder,
             blocks=self.prepared.blocks,
             counter=self.counter,
             clock=self.clock,
@@ -99,10 +103,12 @@ class AskRounds:
         )
         return run_rounds(self.prepared.state, self.request, parts)
 
-    def on_ray(self, roles: ActorRoles, *, inline: bool) -> RoundsResult:
+    def on_ray(
+        self, roles: ActorRoles, *, inline: bool, recorder: TraceRecorder | None = None
+    ) -> RoundsResult:
         """The rounds with the roles as Ray actors (`inline`: merges during the rounds)."""
         try:
-            result = self.run(roles.step, roles, roles.submit if inline else None)
+            result = self.run(roles.step, roles, roles.submit if inline else None, recorder=recorder)
             roles.finish()
             return result
         finally:
@@ -163,7 +169,8 @@ def prepare_ask(
     )
     kept = (store, f"pagedctx/session/{session}/trace", len(record.asks)) if keep_trace else None
     sink = trace_sink(trace, bundle, kept)
-    return AskRounds(prepared, request, counter, clock, store, registry, sink)
+    streamed = kept is not None and trace is None and bundle is None
+    return AskRounds(prepared, request, counter, clock, store, registry, sink, streamed)
 
 
 def trace_sink(

@@ -179,6 +179,7 @@ class SessionParts:
     registry: SessionRegistry | None = None  # persists each round whole (P3, P12)
     router_role: Router | None = None  # None: a LocalRouter over `search`, `blocks` and `memory`
     indexed: SessionState | None = None  # the state whose pages the Router's search holds already
+    recorder: TraceRecorder | None = None  # the trace recorder of the session's last ask, going on
     consolidate: Submit | None = field(default_factory=lambda: in_process(baseline_consolidator))
 
 
@@ -610,10 +611,10 @@ def _worker_fault(
 def _trace_round(
     sink: TraceSink, recorder: TraceRecorder, state: SessionState, event: dict[str, Any], xml: str
 ) -> None:
-    """The round's event (the pages as a full list in round 0, then what changed), and its
-    rendered context for a sink that keeps contexts (a replay bundle)."""
+    """The round's event (the pages as a full list when the recorder starts, then what changed),
+    and its rendered context for a sink that keeps contexts (a replay bundle)."""
     digest, lines, removed = recorder.record(state)
-    snapshot = "full" if event["round"] == 0 else "delta"
+    snapshot = "full" if recorder.full else "delta"
     sink.append(RoundEvent(**event, state_digest=digest, snapshot=snapshot, pages=lines, removed=removed))
     if isinstance(sink, ContextSink):
         sink.context(event["round"], xml)
@@ -646,7 +647,9 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
     last_focus: frozenset[str] = frozenset()
     last_relevance: dict[str, float] = {}
     last_plan: RouterPlan | None = None
-    recorder = TraceRecorder()  # the trace's digest and page lines, from what each round changed
+    # The trace's digest and page lines, from what each round changed (from the session's last ask
+    # when its events go on in one stream: `SessionParts.recorder`).
+    recorder = parts.recorder if parts.recorder is not None else TraceRecorder()
     node_tokens = NODE_TOKENS  # then what a shown node cost in the last round
     pending: Pending | None = None  # a merge the Consolidator works on while the round runs
     for number in range(request.max_rounds):
