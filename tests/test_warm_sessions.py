@@ -66,7 +66,7 @@ def _exchange(engine: Engine, step: int, rng: random.Random, *, fail: bool = Fal
     return result.xml, result.answer
 
 
-def _trace(engine: Engine) -> tuple[list[tuple[object, ...]], int]:
+def _trace(engine: Engine) -> tuple[list[tuple[str, int, list[str]]], int]:
     """The session's store trace as every page after each event (`snapshots`), and how many of
     its events list every page."""
     with Session(engine, "t.s", keep_trace=True) as session:
