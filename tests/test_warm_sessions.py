@@ -285,17 +285,17 @@ _EDITS = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(edits=_EDITS)
-def test_the_history_order_kept_from_state_to_state_is_the_order_sorted_afresh(
+def test_the_history_order_and_paged_blocks_kept_from_state_to_state_are_those_built_afresh(
     edits: list[tuple[str, int, int, int, str]],
 ) -> None:
-    """`history_order` (host/roles/history_order.py) brought up to date by what changed equals
-    sorting the pages of each state afresh, through pages added, replaced (another time, a draft
-    made a turn), removed, and two sessions' states asked in turn."""
+    """`history_order` and `paged_blocks` (host/roles/history_order.py) brought up to date by what
+    changed equal sorting (gathering) the pages of each state afresh, through pages added,
+    replaced (another time, a draft made a turn), removed, and two sessions' states in turn."""
     from types import SimpleNamespace
     from typing import cast
 
-    from pagedctx.host.roles.history_order import HistoryOrder, history_order
-    from pagedctx.pages import SessionState
+    from pagedctx.host.roles.history_order import HistoryOrder, history_order, paged_blocks
+    from pagedctx.pages import SessionState, handle_for
     from pagedctx.pages.pmap import PMap
 
     first = _page(1000, 0, "turn")
@@ -305,7 +305,8 @@ def test_the_history_order_kept_from_state_to_state_is_the_order_sorted_afresh(
         key = f"{'ab'[which]}{n:03d}"
         if action == "set":
             page = _page(n, minutes, kind)
-            pages = pages.set(key, page.model_copy(update={"id": f"{n + 1:08x}"}))
+            block = handle_for(f"block {minutes % 5}") if kind != "merged" else None  # shared by pages too
+            pages = pages.set(key, page.model_copy(update={"id": f"{n + 1:08x}", "pblock": block}))
         elif key in pages:
             pages = pages.remove_many([key])
         sessions[which] = pages
@@ -314,3 +315,5 @@ def test_the_history_order_kept_from_state_to_state_is_the_order_sorted_afresh(
         assert (kept.pages, kept.turns) == (fresh.pages, fresh.turns)
         assert kept.newest_first == [pid for _, pid in reversed(fresh.pages)]
         assert kept.position == {pid: i for i, (_, pid) in enumerate(fresh.turns)}
+        state = cast(SessionState, SimpleNamespace(pages=pages))
+        assert set(paged_blocks(state)) == {p.pblock for p in pages.values() if p.pblock is not None}

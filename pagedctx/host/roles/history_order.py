@@ -1,4 +1,5 @@
-"""The history's pages in the order they were said, kept from one state of a session to the next.
+"""The history's pages in the order they were said (and the blocks the pages map), kept from one
+state of a session to the next.
 
 Every round the Router reads the history's turns in timeline order (`timeline_key`: instant, then
 id; replies, neighbours, sittings) and the fill reads the history newest first. Sorting every page
@@ -13,20 +14,22 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import Generic, TypeVar
 
 from pagedctx.pages import Origin, OriginalPage, Page, SessionState
 from pagedctx.pages.pmap import PMap
 from pagedctx.protocol.paged_context.render import timeline_key
 
-__all__ = ["HistoryOrder", "history_order"]
+__all__ = ["HistoryOrder", "LineageMemo", "history_order", "paged_blocks"]
 
 _KEPT = 16  # lineages kept (the latest state of the sessions asked last)
 Key = tuple[datetime, str]
+T = TypeVar("T")
 
 
 def _is_turn(page: Page) -> bool:
@@ -96,36 +99,85 @@ def _drop(keys: list[Key], key: Key) -> None:
         del keys[at]
 
 
-_orders: OrderedDict[str, HistoryOrder] = OrderedDict()  # by a session's first page id
-_lock = threading.Lock()
+class LineageMemo(Generic[T]):
+    """A value derived from a session's pages, kept per lineage of states (the id of the first
+    page: a session's states share it) for the `_KEPT` lineages asked last, and brought up to date
+    from the lineage's last pages by what changed (`PMap.diff`: in proportion when the maps share
+    a base, an identity comparison otherwise), or built afresh when that is most of the pages.
+    `update(value, old_pages, new_pages, removed, changed)` must not change `value` (an older
+    state may still be asked for it)."""
+
+    def __init__(
+        self,
+        build: Callable[[PMap[str, Page]], T],
+        update: Callable[[T, PMap[str, Page], PMap[str, Page], list[str], list[str]], T],
+    ) -> None:
+        self._build, self._update = build, update
+        self._kept: OrderedDict[str, tuple[PMap[str, Page], T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, pages: PMap[str, Page]) -> T:
+        lineage = next(iter(pages), None)
+        if lineage is None:
+            return self._build(pages)
+        with self._lock:
+            kept = self._kept.get(lineage)
+        if kept is not None and kept[0] is pages:
+            return kept[1]
+        value: T | None = None
+        if kept is not None:
+            removed, changed = pages.diff(kept[0])
+            if len(removed) + len(changed) <= max(64, len(pages) // 4):
+                value = self._update(kept[1], kept[0], pages, removed, changed)
+        if value is None:
+            value = self._build(pages)
+        with self._lock:
+            self._kept[lineage] = (pages, value)
+            self._kept.move_to_end(lineage)
+            while len(self._kept) > _KEPT:
+                self._kept.popitem(last=False)
+        return value
+
+
+def _order_updated(
+    order: HistoryOrder, _old: PMap[str, Page], pages: PMap[str, Page], removed: list[str], changed: list[str]
+) -> HistoryOrder:
+    return order.updated(pages, removed, changed)
+
+
+_history: LineageMemo[HistoryOrder] = LineageMemo(HistoryOrder.of, _order_updated)
 
 
 def history_order(state: SessionState) -> HistoryOrder:
-    """The history order of `state` (see the module docstring); do not change what it holds.
+    """The history order of `state` (see the module docstring); do not change what it holds."""
+    return _history(state.pages)
 
-    Kept per lineage of states (the id of the first page: a session's states share it), for the
-    `_KEPT` lineages asked last; brought up to date from the lineage's last state by what changed
-    (`PMap.diff`: in proportion when the maps share a base, an identity comparison otherwise), or
-    sorted afresh when that is most of the pages.
-    """
-    pages = state.pages
-    lineage = next(iter(pages), None)
-    if lineage is None:
-        return HistoryOrder(pages, [], [])
-    with _lock:
-        kept = _orders.get(lineage)
-    if kept is not None and kept.source is pages:
-        return kept
-    order: HistoryOrder | None = None
-    if kept is not None:
-        removed, changed = pages.diff(kept.source)
-        if len(removed) + len(changed) <= max(64, len(pages) // 4):
-            order = kept.updated(pages, removed, changed)
-    if order is None:
-        order = HistoryOrder.of(pages)
-    with _lock:
-        _orders[lineage] = order
-        _orders.move_to_end(lineage)
-        while len(_orders) > _KEPT:
-            _orders.popitem(last=False)
-    return order
+
+def _pblocks(pages: PMap[str, Page]) -> Counter[str]:
+    return Counter(page.pblock for page in pages.values() if page.pblock is not None)
+
+
+def _pblocks_updated(
+    held: Counter[str], old: PMap[str, Page], pages: PMap[str, Page], removed: list[str], changed: list[str]
+) -> Counter[str]:
+    out = Counter(held)
+    for pid in [*removed, *changed]:
+        before = old.get(pid)
+        if before is not None and before.pblock is not None:
+            out[before.pblock] -= 1
+            if out[before.pblock] <= 0:
+                del out[before.pblock]
+    for pid in changed:
+        block = pages[pid].pblock
+        if block is not None:
+            out[block] += 1
+    return out
+
+
+_paged: LineageMemo[Counter[str]] = LineageMemo(_pblocks, _pblocks_updated)
+
+
+def paged_blocks(state: SessionState) -> Collection[str]:
+    """The physical blocks the pages of `state` map (`pblock`): a piece is paged once. Kept from
+    the state before like the history order; do not change what it holds."""
+    return _paged(state.pages).keys()

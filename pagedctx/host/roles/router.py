@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.blocks.dialogue import speaker_and_text
 from pagedctx.host.records.memory import Memory, MemoryItem
-from pagedctx.host.roles.history_order import history_order
+from pagedctx.host.roles.history_order import history_order, paged_blocks
 from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.text.dates import date_terms, is_date_term
 from pagedctx.host.text.intent import Intent
@@ -409,11 +409,11 @@ def address(
     picks: list[BlockPick] = []
     if blocks is not None and keywords and cfg.max_pblocks and block_roots:
         words = focus_words(intent, head, cfg.head_terms)
-        known = {page.pblock for page in state.pages.values() if page.pblock is not None} | proposed
+        paged = paged_blocks(state)  # kept from the state before, not gathered from every page
         for root in block_roots:
             result = blocks.search(root, words, cfg.block_threshold)
             for piece, score in zip(result.hits, result.scores or [1.0] * len(result.hits), strict=False):
-                if piece.handle not in known:
+                if piece.handle not in paged and piece.handle not in proposed:
                     view: Literal["Detail", "Summary"] = "Detail" if score >= cfg.draft_detail else "Summary"
                     picks.append(BlockPick(handle=piece.handle, relevance=round(score, 4), view=view))
         picks.sort(key=lambda p: (-p.relevance, p.handle))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pagedctx.host.records.memory import StoreMemory
+from pagedctx.host.roles.history_order import paged_blocks
 from pagedctx.host.roles.transport import Router
 from pagedctx.host.session.loop import SessionParts, SessionRequest, run_rounds
 from pagedctx.host.session.scaffold import PreviousRound
@@ -142,7 +143,7 @@ def prepare_ask(
     dialogue of turns is extended, not rebuilt)."""
     dialogues, documents = keeper.providers(record, counter, warm)
     state = registry.load()
-    paged = frozenset(p.pblock for p in state.pages.values() if p.pblock is not None)
+    paged = paged_blocks(state)  # kept from the state before, not gathered from every page
     repos = tuple(Path(r) for r in record.repos)
     prepared = prepare(
         SessionInputs(repos=repos),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -276,7 +276,7 @@ def prepare(
     dialogues: Sequence[DialogueProvider] = (),
     documents: Sequence[DocumentProvider] = (),
     state: SessionState | None = None,
-    paged: frozenset[str] = frozenset(),
+    paged: Collection[str] = frozenset(),
     select_code: bool = True,
 ) -> Prepared:
     """Blocks and the first state of a session (see the module docstring).
