@@ -230,7 +230,7 @@ class Session:
     @property
     def _keeper(self) -> RecordKeeper:
         """The record's reader and writer, on the store as it is now (inside `atomic()`: staged)."""
-        return RecordKeeper(self._store, self.id, self._clock)
+        return RecordKeeper(self._store, self.id, self._clock, self._engine.warm)
 
     def _key(self, name: str = "inputs") -> str:
         return f"pagedctx/session/{self.id}/{name}"

@@ -305,6 +305,21 @@ class PieceProvider:
         self._roots = list(roots)
         self._models: dict[str, _Bm25] = {}
 
+    def _grown_table(self, root: Piece, pieces: Sequence[Piece]) -> dict[str, Piece]:
+        """This provider's pieces with the root piece `root` replaced and `pieces` appended, checked
+        as the constructor checks them (new handles, the root's children known), copying the table
+        rather than checking every piece again."""
+        table = dict(self._pieces)
+        for piece in pieces:
+            if piece.handle in table:
+                raise UsageError(f"two pieces share the handle {piece.handle}; give them distinct sources")
+            table[piece.handle] = piece
+        table[root.handle] = root  # replaced where it was: roots first
+        missing = [c for piece in (root, *pieces) for c in piece.children if c not in table]
+        if missing:
+            raise UsageError(f"piece {root.handle} lists unknown children {missing}")
+        return table
+
     def _grows(self, handle: str) -> bool:
         """Whether the block `handle` may gain pieces later (its search is then built to grow)."""
         return False

@@ -237,7 +237,12 @@ class DialogueProvider(PieceProvider):
         first = len(growth.pieces) + 1
         checked = [grown.reader._fields(_turn_data(turn), n) for n, turn in enumerate(turns, start=first)]
         pieces = grown.add(checked, counter, range(first, first + len(checked)))
-        provider = self._of(grown)
+        table = self._grown_table(grown.block(), pieces)
+        provider = DialogueProvider.__new__(DialogueProvider)  # this one's checked table, grown
+        PieceProvider.__init__(provider, (), [])
+        provider._pieces, provider._roots = table, [self.root]
+        provider.name, provider.root, provider.notes = self.name, self.root, tuple(grown.notes)
+        provider._growth = grown
         model = self._models.pop(self.root, None)
         extended = model.extended(pieces) if model is not None else None
         if extended is not None:

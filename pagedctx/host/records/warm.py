@@ -17,6 +17,8 @@ per store and session id), what an ask rebuilt:
   derive from one another, a full comparison otherwise), so it never needs a token;
 - the **dialogue provider** of the session's turns with the turns it was built from: an ask whose
   turns extend them builds only the new ones (`DialogueProvider.extended`);
+- the session's **record** (host/session/record.py) as last read or written, with its JSON: a
+  load whose stored JSON is that text (compared, not parsed) gets a copy of it;
 - the **trace recorder** of the session's last ask, when its events went to the session's store
   trace alone: the next ask's rounds go on from it (a delta, not every page again), taken out like
   the search, and only when that ask is the next one and the state was this process's (the
@@ -56,6 +58,8 @@ class _Entry:
     turns: tuple[Mapping[str, Any], ...] = ()  # the turns `dialogue` was built from
     recorder: TraceRecorder | None = None
     recorded_ask: int = -1  # the ask whose rounds `recorder` recorded last
+    record_raw: str | None = None  # the session record's JSON as stored, and what it reads as
+    record: Any = None
 
 
 class WarmSessions:
@@ -143,6 +147,23 @@ class WarmSessions:
         with self._lock:
             entry = self._slot(key)
             entry.dialogue, entry.turns = dialogue, tuple(turns)
+
+    # -- the session's record ------------------------------------------------------------------
+
+    def record(self, key: tuple[str, str], raw: str) -> Any:
+        """The record read from `raw` before (the caller copies it before changing it), or None."""
+        with self._lock:
+            entry = self._entry(key)
+            if entry is None or entry.record_raw is None or entry.record_raw != raw:
+                return None
+            return entry.record
+
+    def keep_record(self, key: tuple[str, str], raw: str, record: Any) -> None:
+        if self.limit == 0:
+            return
+        with self._lock:
+            entry = self._slot(key)
+            entry.record_raw, entry.record = raw, record
 
     # -- the trace recorder ---------------------------------------------------------------------
 

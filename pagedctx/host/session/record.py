@@ -69,10 +69,13 @@ class SessionRecord(BaseModel):
 class RecordKeeper:
     """Reads and writes one session's record and the bytes of what was added to it."""
 
-    def __init__(self, store: Store, session_id: str, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, store: Store, session_id: str, clock: Callable[[], datetime], warm: WarmSessions | None = None
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.clock = clock
+        self.warm = warm  # the record this process read or wrote last, reused while the store holds it
 
     @property
     def key(self) -> str:
@@ -82,6 +85,9 @@ class RecordKeeper:
         raw = self.store.get(self.key)
         if raw is None:
             return SessionRecord(created=self.clock())
+        kept = self.warm.record((self.store.url, self.session_id), raw) if self.warm is not None else None
+        if kept is not None:
+            return _fork(kept)
         try:
             record = SessionRecord.model_validate_json(raw)
         except ValidationError as exc:
@@ -93,10 +99,15 @@ class RecordKeeper:
             raise StoreError(
                 f"session {self.session_id!r} was written by another version (record {record.version})"
             )
+        if self.warm is not None:
+            self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
         return record
 
     def save(self, record: SessionRecord) -> None:
-        self.store.set(self.key, record.model_dump_json())
+        raw = record.model_dump_json()
+        self.store.set(self.key, raw)
+        if self.warm is not None:
+            self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
 
     def keep(self, data: bytes) -> str:
         """Keep an added file's bytes (once per content); returns their sha256."""
@@ -233,3 +244,19 @@ class RecordKeeper:
         if warm is not None:
             warm.keep_dialogue(key, provider, turns)
         return provider
+
+
+def _fork(record: SessionRecord) -> SessionRecord:
+    """A copy of `record` whose lists and notes are its own (what a session changes in place);
+    the turns themselves are shared (a turn is never changed once added)."""
+    return record.model_copy(
+        update={
+            "repos": list(record.repos),
+            "dialogues": list(record.dialogues),
+            "docs": list(record.docs),
+            "turns": list(record.turns),
+            "selected": list(record.selected),
+            "asks": list(record.asks),
+            "notes": dict(record.notes),
+        }
+    )
