@@ -317,3 +317,23 @@ def test_the_history_order_and_paged_blocks_kept_from_state_to_state_are_those_b
         assert kept.position == {pid: i for i, (_, pid) in enumerate(fresh.turns)}
         state = cast(SessionState, SimpleNamespace(pages=pages))
         assert set(paged_blocks(state)) == {p.pblock for p in pages.values() if p.pblock is not None}
+
+
+def test_a_document_checked_here_is_not_validated_again_and_another_still_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view the host checked is parsed by a role in this process without a second schema
+    validation (the same bytes, by digest); any other document still is validated and refused."""
+    from pagedctx.errors import ContextFormatError
+    from pagedctx.protocol.paged_context import parse
+
+    engine = _engine(tmp_path / "s.db", warm=0)
+    with Session(engine, "t.s") as session:
+        session.add_turns(_turns(random.Random(5), 0, 6))
+        xml = session.ask("the garden hose?", budget=1500).xml
+    monkeypatch.setattr(parse, "validation_errors", lambda root: pytest.fail("validated again"))
+    assert parse.parse_tree(xml) is not None
+    monkeypatch.undo()
+    broken = xml.replace("<Query>", "<Query><Bogus/>", 1)
+    with pytest.raises(ContextFormatError, match="schema"):
+        parse.parse_tree(broken)

@@ -82,7 +82,7 @@ from pagedctx.pages.exchange import evict
 from pagedctx.protocol.paged_context.context import RegistryEntry, TraceStep
 from pagedctx.protocol.paged_context.instructions_text import SHORT_INSTRUCTIONS
 from pagedctx.protocol.paged_context.render import build_state_tree, node_lines, serialize, timeline_key
-from pagedctx.protocol.paged_context.schema import validation_errors
+from pagedctx.protocol.paged_context.schema import known_valid, remember_valid, validation_errors
 from pagedctx.protocol.tokens import TokenCounter
 
 __all__ = ["GOVERNANCE_ACTIONS", "Synthesis", "SynthesisRequest", "count_document", "synthesize"]
@@ -183,8 +183,11 @@ def synthesize(
 def check(synthesis: Synthesis) -> Synthesis:
     """`synthesis` once its document is checked against the schema (for one rendered with
     `validate=False`: a view shown to a role or an asker, not each candidate tried)."""
-    parser = etree.XMLParser(huge_tree=True, resolve_entities=False)  # our own document: no DTD
-    _raise_invalid(etree.fromstring(synthesis.xml.encode("utf-8"), parser))
+    data = synthesis.xml.encode("utf-8")
+    if not known_valid(data):
+        parser = etree.XMLParser(huge_tree=True, resolve_entities=False)  # our own document: no DTD
+        _raise_invalid(etree.fromstring(data, parser))
+        remember_valid(data)  # a role parsing these bytes in this process need not check them again
     return synthesis
 
 
