@@ -586,6 +586,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def keep_logs(tmp: Path, dest: Path | None) -> None:
+    """The servers' logs (tracebacks of 500s) copied to `dest`, if given, before the scratch goes."""
+    if dest is not None:
+        dest.mkdir(parents=True, exist_ok=True)
+        for log in tmp.glob("*.log"):
+            (dest / log.name).write_bytes(log.read_bytes())
+
+
 def print_history(grown: list[HistoryPoint], probes: int) -> None:
     """The history phase's table: a request's latency at each point, against the first point."""
     if not grown or not grown[0].latencies:
@@ -619,6 +627,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
         "--history-turns", default="100,1000,10000", help="turns one session holds when timed (phase 3b)"
     )
     parser.add_argument("--probes", type=int, default=15, help="requests timed at each of those points")
+    parser.add_argument("--logs", type=Path, default=None, help="copy the servers' logs into this folder")
     parser.add_argument("--time-limit", type=float, default=900.0, help="seconds in all")
     parser.add_argument("--quick", action="store_true", help="4 sessions x 5 turns, memory at 100/300 turns")
     parser.add_argument(
@@ -723,6 +732,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its phases in order
             replicas = len(server.replicas())
         finally:
             left = server.stop()
+            keep_logs(tmp, args.logs)
         errors = ref_tally.errors + tally.errors + mem_tally.errors + hist_tally.errors
 
     # --- the tables

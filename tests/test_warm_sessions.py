@@ -159,11 +159,21 @@ def test_warm_sessions_is_a_bounded_lru_and_a_search_is_lent_to_one_ask() -> Non
     assert warm.take_search(("db", "s2")) is None  # lent: a second ask builds its own
     warm.forget(("db", "s1"))
     assert warm.take_search(("db", "s1")) is None
+    from pages_factory import build, original
+
+    bounded = WarmSessions(8, pages=10)  # pages too: a long session's parts take memory
+    six = build(*(original(n) for n in range(1, 7)))
+    bounded.keep_state(("db", "a"), "v1", six, {})
+    bounded.keep_state(("db", "b"), "v1", six, {})
+    bounded.keep_state(("db", "b"), "v2", six, {})  # 12 pages held: the least recent goes
+    assert bounded.state(("db", "a"), "v1") is None and bounded.state(("db", "b"), "v2") is not None
     nothing = WarmSessions(0)
     nothing.keep_search(("db", "s"), PageSearch(), SessionState())
     assert len(nothing) == 0
     with pytest.raises(ValueError, match="0 or more"):
         WarmSessions(-1)
+    with pytest.raises(ValueError, match="0 or more"):
+        WarmSessions(4, pages=-1)
 
 
 # --- the dialogue, grown turn by turn ------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 A server opens a session from the store for every request; rebuilding its pages, the Router's
 page search and its dialogue blocks from the whole store each time made a request cost O(history).
-`WarmSessions` keeps, for the few sessions a process touched last (an LRU of `limit` sessions,
-per store and session id), what an ask rebuilt:
+`WarmSessions` keeps, for the few sessions a process touched last (an LRU of at most `limit`
+sessions and `pages` pages in all, per store and session id), what an ask rebuilt:
 
 - the **page state** the registry last loaded or saved, with the `version` token the registry
   writes into the session's `meta` on every save (a random token: another process's save, a
@@ -45,6 +45,7 @@ from pagedctx.pages import SessionState
 __all__ = ["DEFAULT_WARM_SESSIONS", "WarmSessions"]
 
 DEFAULT_WARM_SESSIONS = 16
+DEFAULT_WARM_PAGES = 100_000  # pages and turns kept in all (a few KB each: memory stays bounded)
 
 
 @dataclass
@@ -61,14 +62,20 @@ class _Entry:
     record_raw: str | None = None  # the session record's JSON as stored, and what it reads as
     record: Any = None
 
+    @property
+    def weight(self) -> int:
+        """About how much it holds: the pages of its state, the turns of its dialogue."""
+        return max(len(self.state.pages) if self.state is not None else 0, len(self.turns))
+
 
 class WarmSessions:
     """An LRU of sessions' rebuilt parts (see the module docstring); thread-safe."""
 
-    def __init__(self, limit: int = DEFAULT_WARM_SESSIONS) -> None:
-        if limit < 0:
-            raise ValueError(f"limit must be 0 or more, not {limit}")
+    def __init__(self, limit: int = DEFAULT_WARM_SESSIONS, pages: int = DEFAULT_WARM_PAGES) -> None:
+        if limit < 0 or pages < 0:
+            raise ValueError(f"limit and pages must be 0 or more, not {limit} and {pages}")
         self.limit = limit
+        self.pages = pages  # the sessions asked last are kept while their pages fit this in all
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -83,12 +90,16 @@ class WarmSessions:
         return entry
 
     def _slot(self, key: tuple[str, str]) -> _Entry:
-        """The entry of `key`, created if needed, the least recent ones dropped; under the lock."""
+        """The entry of `key`, created if needed, the least recent ones dropped while more than
+        `limit` sessions or `pages` pages are kept (the newest stays, whatever it holds); under
+        the lock."""
         entry = self._entry(key)
         if entry is None:
             entry = self._entries[key] = _Entry()
-            while len(self._entries) > self.limit:
-                self._entries.popitem(last=False)
+        held = sum(e.weight for e in self._entries.values())
+        while len(self._entries) > 1 and (len(self._entries) > self.limit or held > self.pages):
+            _, dropped = self._entries.popitem(last=False)
+            held -= dropped.weight
         return entry
 
     # -- the page state --------------------------------------------------------------------------
