@@ -347,3 +347,40 @@ def test_a_document_checked_here_is_not_validated_again_and_another_still_is(
     broken = xml.replace("<Query>", "<Query><Bogus/>", 1)
     with pytest.raises(ContextFormatError, match="schema"):
         parse.parse_tree(broken)
+
+
+def test_a_registry_read_while_a_save_lands_is_read_again_not_torn(tmp_path: Path) -> None:
+    """A merge reads the registry without the session's lock; a save landing between its reads
+    of pages and views used to give a state of two saves (refused as broken). It is read again."""
+    store = SqliteStore(str(tmp_path / "s.db"))
+    with Session(_engine(tmp_path / "s.db", warm=0), "s") as session:
+        session.add_turns(_turns(random.Random(2), 0, 8))
+        session.ask("the cello lessons?", budget=1500)
+    writer = SessionRegistry(store, "s")
+    before = writer.load()
+    from pages_factory import ok, original
+
+    from pagedctx.pages import add_pages
+
+    after = ok(add_pages(before, [original(999)]))  # a save with one page more: pages and views change
+
+    class Interleaved:
+        """The store, with a save landing right after the reader took the pages."""
+
+        def __init__(self) -> None:
+            self.landed = False
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        def hgetall(self, key: str) -> dict[str, str]:
+            got = store.hgetall(key)
+            if key.endswith("/pages") and not self.landed:
+                self.landed = True
+                writer.save(after)
+            return got
+
+    reader = SessionRegistry(Interleaved(), "s")  # type: ignore[arg-type]
+    read = reader.load()
+    assert set(read.pages) == set(after.pages) == set(read.views)
+    store.close()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["PageHeat", "SessionRegistry"]
 
 PREFIX = "pagedctx/session/"
+LOAD_ATTEMPTS = 5  # reads of a registry that keeps changing under a reader without the lock
 
 
 class PageHeat(BaseModel):
@@ -65,13 +66,20 @@ class SessionRegistry:
         return self.store.get(self._key("meta")) is not None
 
     def load(self) -> SessionState:
-        """The persisted state (an empty state for a new session)."""
-        meta_raw = self.store.get(self._key("meta"))
-        if meta_raw is None:
-            self._saved, self._heat = SessionState(), {}
-            return self._saved
-        try:
-            meta = json.loads(meta_raw)
+        """The persisted state (an empty state for a new session).
+
+        Read without the session's lock (a merge's snapshot), the registry's keys are read again
+        when a save landed between the first and the last of them (`meta` names each save), so a
+        state is never built from two saves (`LOAD_ATTEMPTS` reads at most)."""
+        for attempt in range(LOAD_ATTEMPTS):
+            meta_raw = self.store.get(self._key("meta"))
+            if meta_raw is None:
+                self._saved, self._heat = SessionState(), {}
+                return self._saved
+            try:
+                meta = json.loads(meta_raw)
+            except ValueError as exc:
+                raise self._broken(exc) from exc
             token = meta.get("version") if isinstance(meta, dict) else None
             kept = self.warm.state(self._warm_key, token) if self.warm is not None and token else None
             self.warm_hit = kept is not None
@@ -79,34 +87,47 @@ class SessionRegistry:
                 state, heat = kept
                 self._saved, self._heat = state, dict(heat)
                 return state
-            raw_pages = self.store.hgetall(self._key("pages"))
-            pages = {pid: page_adapter.validate_json(raw) for pid, raw in raw_pages.items()}
-            views = {pid: View(v) for pid, v in self.store.hgetall(self._key("views")).items()}
-            parents = self.store.hgetall(self._key("parents"))
-            children: dict[str, list[str]] = {}
-            for child in sorted(parents, key=lambda c: (pages[c].timestamp, c)):
-                children.setdefault(parents[child], []).append(child)
-            state = SessionState(
-                pages=pages,
-                views=views,
-                parents=parents,
-                children={p: tuple(k) for p, k in children.items()},
-                flow=tuple(meta["flow"]),
-                background=tuple(meta["background"]),
-                unpacked_this_round=frozenset(meta["unpacked"]),
-                round=meta["round"],
-            )
-            raw_heat = self.store.hgetall(self._key("heat"))
-            heat = {pid: PageHeat.model_validate_json(raw) for pid, raw in raw_heat.items()}
-        except (ValueError, KeyError, ValidationError) as exc:
-            raise StoreError(
-                f"session {self.session!r} in {self.store.url} does not hold together ({exc}); "
-                "start a new session or delete its keys"
-            ) from exc
+            raw = {
+                name: self.store.hgetall(self._key(name)) for name in ("pages", "views", "parents", "heat")
+            }
+            if self.store.get(self._key("meta")) == meta_raw or attempt == LOAD_ATTEMPTS - 1:
+                break
+        try:
+            state, heat = self._built(meta, raw)
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise self._broken(exc) from exc
         self._saved, self._heat = state, heat
         if self.warm is not None and isinstance(token, str) and token:
             self.warm.keep_state(self._warm_key, token, state, dict(heat))
         return state
+
+    def _broken(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"session {self.session!r} in {self.store.url} does not hold together ({exc}); "
+            "start a new session or delete its keys"
+        )
+
+    @staticmethod
+    def _built(meta: Any, raw: dict[str, dict[str, str]]) -> tuple[SessionState, dict[str, PageHeat]]:
+        """The state and heat of one save's keys, checked (its invariants hold, or ValueError)."""
+        pages = {pid: page_adapter.validate_json(text) for pid, text in raw["pages"].items()}
+        views = {pid: View(v) for pid, v in raw["views"].items()}
+        parents = raw["parents"]
+        children: dict[str, list[str]] = {}
+        for child in sorted(parents, key=lambda c: (pages[c].timestamp, c)):
+            children.setdefault(parents[child], []).append(child)
+        state = SessionState(
+            pages=pages,
+            views=views,
+            parents=parents,
+            children={p: tuple(k) for p, k in children.items()},
+            flow=tuple(meta["flow"]),
+            background=tuple(meta["background"]),
+            unpacked_this_round=frozenset(meta["unpacked"]),
+            round=meta["round"],
+        )
+        heat = {pid: PageHeat.model_validate_json(text) for pid, text in raw["heat"].items()}
+        return state, heat
 
     @property
     def _warm_key(self) -> tuple[str, str]:
