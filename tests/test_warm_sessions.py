@@ -384,3 +384,30 @@ def test_a_registry_read_while_a_save_lands_is_read_again_not_torn(tmp_path: Pat
     read = reader.load()
     assert set(read.pages) == set(after.pages) == set(read.views)
     store.close()
+
+
+def test_one_token_counter_serves_many_threads() -> None:
+    """A server's threads share its engine's counter; its LRU evicting under them raised KeyError
+    and 'OrderedDict mutated during iteration' (500s in bench/serve.py). Counts stay exact."""
+    import threading
+
+    from pagedctx.protocol.tokens import CachedCounter
+
+    counter = CachedCounter("words", lambda text: len(text.split()), max_entries=8)
+    failures: list[BaseException] = []
+
+    def count(seed: int) -> None:
+        try:
+            for i in range(4000):
+                words = (seed * 7 + i) % 23 + 1
+                assert counter.count(" ".join(["w"] * words)) == words
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=count, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[:1]
+    assert counter.hits + counter.misses == 8 * 4000

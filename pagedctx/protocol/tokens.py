@@ -18,6 +18,7 @@ import functools
 import hashlib
 import os
 import re
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
@@ -84,6 +85,7 @@ class CachedCounter:
         self.line_additive = line_additive  # counts sum over line blocks (see _LINE_ADDITIVE_PATTERNS)
         self.engine = engine or name.split(":", 1)[0]  # what counts ("bpe-openai": see bpe_crate)
         self._cache: LRUCache[str | bytes, int] = LRUCache(max_entries)
+        self._lock = threading.Lock()  # one counter serves a server's threads: the LRU is not thread-safe
         self.hits = 0
         self.misses = 0
 
@@ -98,16 +100,14 @@ class CachedCounter:
             if len(text) <= _INLINE_KEY_CHARS
             else hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         )
-        try:
-            cached = self._cache[key]  # a hit makes it the most recently used
-        except KeyError:
-            pass
-        else:
-            self.hits += 1
-            return cached
-        self.misses += 1
-        value = self._encode_length(text)
-        with contextlib.suppress(ValueError):  # a cache of no entries keeps nothing
+        with self._lock:
+            cached = self._cache.get(key)  # a hit makes it the most recently used
+            if cached is not None:
+                self.hits += 1
+                return cached
+            self.misses += 1
+        value = self._encode_length(text)  # outside the lock: counting is the slow part
+        with self._lock, contextlib.suppress(ValueError):  # a cache of no entries keeps nothing
             self._cache[key] = value  # full: the least recently used count goes first
         return value
 
