@@ -12,9 +12,10 @@ After the reply, `consolidate` folds the far field in the background. The store 
 session: a session is opened from it for each request and closed after, so a replica that dies
 loses nothing. Between requests a replica keeps only a bounded cache of what its last sessions'
 asks rebuilt (`Engine.warm`, host/records/warm.py: the page state, the Router's page search, the
-dialogue of turns, for the 16 sessions asked last), each part checked against the store before
-use, so a request costs what its new turns add, not the history (another replica's write is
-read from the store), and memory stays bounded whatever the sessions served.
+dialogue of turns, the record, the trace recorder, for at most the 16 sessions asked last and
+100,000 pages), each part checked against the store before use, so a request costs what its
+new turns add, not the history (another replica's write is read from the store), and memory
+stays bounded whatever the sessions served.
 
 Sessions are stored as `{tenant}.{id}`: the id a client sees (`X-Session-Id`) never carries the
 tenant, and another token's session is not found.
