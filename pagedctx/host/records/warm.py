@@ -102,6 +102,15 @@ class WarmSessions:
             held -= dropped.weight
         return entry
 
+    def _keep(self, key: tuple[str, str], **parts: Any) -> None:
+        """Set `parts` of the entry of `key` (made the most recent); nothing when `limit` is 0."""
+        if self.limit == 0:
+            return
+        with self._lock:
+            entry = self._slot(key)
+            for name, value in parts.items():
+                setattr(entry, name, value)
+
     # -- the page state --------------------------------------------------------------------------
 
     def state(self, key: tuple[str, str], token: str) -> tuple[SessionState, Mapping[str, Any]] | None:
@@ -115,11 +124,7 @@ class WarmSessions:
     def keep_state(
         self, key: tuple[str, str], token: str, state: SessionState, heat: Mapping[str, Any]
     ) -> None:
-        if self.limit == 0:
-            return
-        with self._lock:
-            entry = self._slot(key)
-            entry.token, entry.state, entry.heat = token, state, heat
+        self._keep(key, token=token, state=state, heat=heat)
 
     # -- the Router's page search ---------------------------------------------------------------
 
@@ -135,11 +140,7 @@ class WarmSessions:
 
     def keep_search(self, key: tuple[str, str], search: PageSearch, indexed: SessionState) -> None:
         """Put a search back after an ask's rounds: it holds the pages of `indexed`."""
-        if self.limit == 0:
-            return
-        with self._lock:
-            entry = self._slot(key)
-            entry.search, entry.indexed = search, indexed
+        self._keep(key, search=search, indexed=indexed)
 
     # -- the dialogue provider ----------------------------------------------------------------
 
@@ -153,11 +154,7 @@ class WarmSessions:
     def keep_dialogue(
         self, key: tuple[str, str], dialogue: DialogueProvider, turns: Sequence[Mapping[str, Any]]
     ) -> None:
-        if self.limit == 0:
-            return
-        with self._lock:
-            entry = self._slot(key)
-            entry.dialogue, entry.turns = dialogue, tuple(turns)
+        self._keep(key, dialogue=dialogue, turns=tuple(turns))
 
     # -- the session's record ------------------------------------------------------------------
 
@@ -170,11 +167,7 @@ class WarmSessions:
             return entry.record
 
     def keep_record(self, key: tuple[str, str], raw: str, record: Any) -> None:
-        if self.limit == 0:
-            return
-        with self._lock:
-            entry = self._slot(key)
-            entry.record_raw, entry.record = raw, record
+        self._keep(key, record_raw=raw, record=record)
 
     # -- the trace recorder ---------------------------------------------------------------------
 
@@ -190,11 +183,7 @@ class WarmSessions:
 
     def keep_recorder(self, key: tuple[str, str], recorder: TraceRecorder, ask: int) -> None:
         """Put a recorder back after the rounds of ask `ask` (its last event is the stream's last)."""
-        if self.limit == 0:
-            return
-        with self._lock:
-            entry = self._slot(key)
-            entry.recorder, entry.recorded_ask = recorder, ask
+        self._keep(key, recorder=recorder, recorded_ask=ask)
 
     def forget(self, key: tuple[str, str]) -> None:
         """Drop everything kept for `key` (the session was deleted)."""
