@@ -3,6 +3,7 @@ excerpt, the turns right before it first, and what the bench counts as in view."
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,11 +23,13 @@ START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 COUNTER = token_counter(load_config().tokenizer)
 
 
-def _open(tmp_path: Path) -> Session:
+def _open(tmp_path: Path, *, keep_trace: bool = False) -> Session:
     from pagedctx.engine import fixed_clock
 
     store = f"sqlite:///{tmp_path / 'state.db'}"
-    return Session.open(store=store, session_id="agent", runtime="inproc", clock=fixed_clock(START))
+    return Session.open(
+        store=store, session_id="agent", runtime="inproc", clock=fixed_clock(START), keep_trace=keep_trace
+    )
 
 
 def _chatter(count: int) -> list[tuple[str, str]]:
@@ -229,3 +232,76 @@ def test_in_view_by_parts_counts_quotes_and_names_found_anywhere_in_the_context(
     assert visible(used, text) == {1}
     assert visible(used, "user: open the file") == set()
     assert context_text("<PagedContext><Query>a &lt; b</Query></PagedContext>") == "a < b"
+
+
+def _observation(i: int) -> str:
+    frames = "\n".join(
+        f'  File "/srv/ports.py", line {k}, in parse_port: bind 9090 failed (try {i}.{k})'
+        for k in range(6 + (i * 7) % 11)
+    )
+    return f"Observation {i}: port 9090 bind error in parse_port() of ports.py.\n{frames}"
+
+
+def test_older_turns_give_way_to_the_turns_right_before_the_question(tmp_path: Path) -> None:
+    """Issue 34 (recency a signal, not a rival): an agent's run, asked at every step with its
+    latest observation, where older observations match it best. Whatever addressing or the last
+    ask showed, the newest turns before the question (within the `before_question` share) are in
+    view in Detail beside the one turn addressing found best: other older turns, and older turns
+    of the lead-up itself, give way (folded, or Shelved: still pages of the session, and the trace
+    says why)."""
+    messages: list[tuple[str, str]] = []
+    for i in range(24):
+        messages.append(
+            ("assistant", f"Step {i}: run `pytest tests/test_ports.py -k case_{i}` after editing line {i}")
+        )
+        messages.append(("tool", _observation(i)))
+    budget = 1200
+    share = int(budget * BudgetShares().before_question)
+    wanted = missed = 0
+    with _open(tmp_path, keep_trace=True) as session:
+        added = 0
+        for asked in range(3, len(messages), 2):
+            session.add_turns(messages[added : asked + 1])
+            added = asked + 1
+            result = session.ask(messages[asked][1], budget=budget)
+            assert result.tokens <= budget
+            shown = {s for page in result.contract["pages"] for s in page["shows"]}
+            lead_up, left = [], share
+            for j in range(asked - 1, -1, -1):
+                cost = COUNTER.count(messages[j][1])
+                if cost > left:
+                    break
+                left -= cost
+                lead_up.append(f"t{j + 1}")
+            assert lead_up[0] in shown, (asked, lead_up, sorted(shown))  # the call it answers
+            wanted += len(lead_up[:3])
+            missed += len(set(lead_up[:3]) - shown)
+        state = session.state
+        events = [json.loads(line) for line in session.trace_lines()]
+    assert missed * 5 <= wanted, (missed, wanted)  # beside the one turn addressing found best
+    assert len(state.pages) >= len(messages)  # nothing lost
+    steps = [s for event in events for s in event["steps"]]
+    gave_way = [s for s in steps if "gives way to the turns before the question" in s["reason"]]
+    assert gave_way and all(s["status"] == "ok" for s in gave_way)
+    assert {s["action"] for s in gave_way} == {"Dehydrate", "Evict"}
+    assert all(s["target"] in state.pages for s in gave_way)
+
+
+def test_what_the_fill_showed_is_named_from_the_views_it_changed(tmp_path: Path) -> None:
+    """`_filled_in`: the pages a fill raised to Detail (kept out of a merge as read), none when
+    the fill changed nothing."""
+    from pagedctx.host.roles.revealing import reveal
+    from pagedctx.host.session.loop import _filled_in
+    from pagedctx.pages import View
+
+    with _open(tmp_path) as session:
+        session.add_turns(_chatter(30))
+        session.ask("Observation: the last one.", budget=600)
+        state = session.state
+    hidden = [p for p, shown in state.views.items() if shown is not View.DETAIL][:3]
+    filled = state
+    for page_id in hidden:
+        filled = reveal(filled, page_id, View.DETAIL)
+    assert _filled_in(state, state) == frozenset()
+    assert set(hidden) <= _filled_in(state, filled)
+    assert all(filled.views[p] is View.DETAIL for p in _filled_in(state, filled))

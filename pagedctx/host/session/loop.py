@@ -24,6 +24,7 @@ names it (`query_turn`) when the Query shows it whole.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ __all__ = [
 
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
 LEAD_UP_MISSES = 8  # turns too long for what is left that the lead-up passes over before it stops
+TOP_KEPT = 1  # the pages addressing ranked best that never give way to the lead-up
 FILL_TRIES = 3  # renders the fill may try: all the turns that fit, then the first half, the first quarter
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
@@ -322,6 +324,33 @@ def _render(
     return synthesize(state, asked, parts.counter, validate=False)  # checked when shown (`check`)
 
 
+@dataclass
+class _FillPlan:
+    """The turns a fill shows in Detail, in the order chosen, what each was priced at, and the
+    shown pages that give way to the lead-up (`given[: gives[k]]` make room for `chosen[: k + 1]`)."""
+
+    chosen: list[str] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
+    given: list[str] = field(default_factory=list)
+    gives: list[int] = field(default_factory=list)
+
+    def take(self, page_id: str, cost: int) -> None:
+        self.chosen.append(page_id)
+        self.costs.append(cost)
+        self.gives.append(len(self.given))
+
+    def keep(self, count: int) -> None:
+        """Only the first `count` chosen turns (and what gave way for them)."""
+        del self.chosen[count:], self.costs[count:], self.gives[count:]
+
+    def applied(self, state: SessionState, steps: list[TraceStep]) -> SessionState:
+        for page_id in self.given[: self.gives[-1]] if self.gives else ():
+            state = _give_way_to_lead_up(state, page_id, steps)
+        for page_id in self.chosen:
+            state = reveal(state, page_id, View.DETAIL)
+        return state
+
+
 def _filled(
     synthesis: Synthesis,
     plan: RouterPlan,
@@ -333,23 +362,59 @@ def _filled(
     asked: str | None = None,
 ) -> Synthesis:
     """A view with the tokens governance left unused spent on turns (the budget goes to evidence,
-    not to slack): turns of the history not shown in Detail, those addressing ranked first (best
-    first), then the newest, while their dense `<Node>`s fit what is left; a turn whose parent is
-    folded also pays for its siblings' Summary nodes (opening the parent shows them). Kept only
-    when the view then renders within the budget with no governance move (no churn); else the
-    first half of those turns is tried, and so on (`FILL_TRIES` renders at most), else the view
-    as it was. Used for each round's view and for the final one the asker reads. Only where the
-    router fills the budget with turns (`hot_tokens`, a dialogue paged). `asked`: the turn the
-    Query shows (never filled beside it)."""
+    not to slack; `_fill_plan` chooses them). Kept only when the view then renders within the
+    budget with no governance move (no churn); else, when it was priced a little short, without
+    the last turns that cover the excess, or the first half of the turns, and so on (`FILL_TRIES`
+    renders at most), else the view as it was. Used for each round's view and for the final one
+    the asker reads. Only where the router fills the budget with turns (`hot_tokens`, a dialogue
+    paged). `asked`: the turn the Query shows (never filled beside it)."""
     if not request.options.fill or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
     spare = request.budget.total - synthesis.tokens
-    chosen: list[str] = []
+    fill = _fill_plan(state, plan, budget=request.budget, spare=spare, asked=asked, counter=parts.counter)
+    for _ in range(FILL_TRIES):
+        if not fill.chosen:
+            break
+        gave: list[TraceStep] = []
+        filled = fill.applied(state, gave)
+        if filled is not state:
+            more = _render(filled, view, request, parts, steps)
+            if not more.steps and more.tokens <= request.budget.total:
+                # the governance that made room, then the turns that gave way
+                return more.model_copy(update={"steps": (*synthesis.steps, *gave)})
+            over = more.tokens - request.budget.total
+            if not more.steps and over > 0:  # priced a little short: the last turns that cover it out
+                count = len(fill.chosen)
+                while count and over > 0:
+                    count -= 1
+                    over -= fill.costs[count]
+                fill.keep(count)
+                continue
+        fill.keep(len(fill.chosen) // 2)
+    return synthesis
+
+
+def _fill_plan(
+    state: SessionState,
+    plan: RouterPlan,
+    *,
+    budget: Budget,
+    spare: int,
+    asked: str | None,
+    counter: TokenCounter,
+) -> _FillPlan:
+    """The turns of the history not shown in Detail that fit `spare` tokens: the turns right
+    before the one the question repeats first (`_before_asked`; older shown turns give way to
+    them, `_yielding`), then those addressing ranked (best first), then the newest, while their
+    dense `<Node>`s fit what is left; a turn whose parent is folded also pays for its siblings'
+    Summary nodes (opening the parent shows them)."""
+    fill = _FillPlan()
     ranked = dict.fromkeys(plan.relevance)
     newest = _history_newest(state)  # shown, folded, in the far field or Shelved
     latest = (p for p in newest if p not in ranked)  # after what addressing ranked: the budget is spent
-    before = _before_asked(state, newest, asked, request.budget.before_question_tokens, parts.counter)
+    before = _before_asked(state, newest, asked, budget.before_question_tokens, counter)
+    yielding = _yielding(state, before, asked, plan.relevance, counter)
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
     kids: dict[str, int] = {}  # per folded parent: its children's Summary nodes, priced once
     seen: set[str] = set()
@@ -362,6 +427,7 @@ def _filled(
         parent = state.parents.get(page_id)
         if (
             page_id in seen
+            or page_id in fill.given
             or not isinstance(page, OriginalPage)
             or page.origin is not Origin.HISTORY
             or page.draft
@@ -370,27 +436,111 @@ def _filled(
         ):
             continue
         seen.add(page_id)
-        cost, opens = _fill_cost(state, page_id, parent, opened, parts.counter, kids=kids)
+        cost, opens = _fill_cost(state, page_id, parent, opened, counter, kids=kids)
+        if cost > spare and phase == "before":  # the lead-up before older turns
+            newer = before[: before.index(page_id) + 1]  # only an older turn of the lead-up gives way
+            room = _room(yielding, cost - spare, exclude={*newer, *fill.chosen, *opened})
+            for given, freed in room:
+                fill.given.append(given)
+                spare += freed
+            yielding = [item for item in yielding if item not in room]
         if cost > spare:
             if phase == "latest":  # newest first: the first that does not fit ends the scan
                 break
             continue
-        chosen.append(page_id)
+        fill.take(page_id, cost)
         spare -= cost
         if opens is not None:
             opened.add(opens)
-    for _ in range(FILL_TRIES):
-        if not chosen:
-            break
-        filled = state
-        for page_id in chosen:
-            filled = reveal(filled, page_id, View.DETAIL)
-        if filled is not state:
-            more = _render(filled, view, request, parts, steps)
-            if not more.steps and more.tokens <= request.budget.total:
-                return more.model_copy(update={"steps": synthesis.steps})  # the governance that made room
-        chosen = chosen[: len(chosen) // 2]
-    return synthesis
+    return fill
+
+
+def _yielding(
+    state: SessionState,
+    before: Sequence[str],
+    asked: str | None,
+    relevance: dict[str, float],
+    counter: TokenCounter,
+) -> list[tuple[str, int]]:
+    """What may give way to the lead-up (the turns right before the question, `_before_asked`),
+    with the tokens it frees: of the history's shown pages that are neither one of those turns,
+    nor hold one, nor the asked turn, the roots in Summary (their node goes), then the turns in
+    Detail (folded to Summary; a root's node goes too); least relevant first, then in the order
+    shown. An agent's next step reads the turns before it whole more often than an older turn;
+    what gives way is folded or goes to the index (Shelved), where addressing still finds it.
+    Visits the shown pages only (the flow and what is opened in it), not the whole history."""
+    keep = {asked} if asked is not None else set()
+    keep.update(heapq.nlargest(TOP_KEPT, relevance, key=relevance.__getitem__))  # what addressing found best
+    for page_id in before:
+        current = state.parents.get(page_id)
+        while current is not None:
+            keep.add(current)
+            current = state.parents.get(current)
+    lead_up = {p: i for i, p in enumerate(before)}
+    roots = set(state.flow)
+    found: list[tuple[int, bool, float, int, str, int]] = []
+    stack = list(reversed(state.flow))
+    while stack:
+        page_id = stack.pop()
+        page = state.pages[page_id]
+        shown = state.views[page_id]
+        if shown is View.UNPACKED:
+            stack.extend(reversed(state.children_of(page_id)))
+            continue
+        if page_id in keep or page.origin is not Origin.HISTORY or page.draft:
+            continue
+        node = counter.count("".join(node_lines(page, shown, 2)))
+        at = lead_up.get(page_id)
+        rank = 0 if at is None else len(before) - at  # the lead-up's own turns last, its oldest first
+        if shown is View.SUMMARY and page_id in roots:
+            found.append((rank, False, relevance.get(page_id, 0.0), len(found), page_id, node))
+        elif shown is View.DETAIL and isinstance(page, OriginalPage):
+            summary = 0 if page_id in roots else counter.count("".join(node_lines(page, View.SUMMARY, 2)))
+            found.append((rank, True, relevance.get(page_id, 0.0), len(found), page_id, node - summary))
+    found.sort()
+    return [(page_id, freed) for *_, page_id, freed in found if freed > 0]
+
+
+def _give_way_to_lead_up(state: SessionState, page_id: str, steps: list[TraceStep]) -> SessionState:
+    """`page_id` (a shown page of the history, `_yielding`) folded to Summary, and Shelved when it
+    is a root."""
+    why = "an older turn gives way to the turns before the question"
+    if state.views[page_id] is View.DETAIL:
+        folded = dehydrate(state, page_id)
+        if not isinstance(folded, Transition):
+            return state
+        state = folded.state
+        steps.append(TraceStep(action="Dehydrate", target=page_id, reason=why, status="ok"))
+    if page_id not in state.flow:
+        return state
+    moved = evict(state, page_id)
+    if not isinstance(moved, Transition):
+        return state
+    steps.append(TraceStep(action="Evict", target=page_id, reason=f"{why} (Shelved)", status="ok"))
+    return moved.state
+
+
+def _room(yielding: Sequence[tuple[str, int]], needed: int, *, exclude: set[str]) -> list[tuple[str, int]]:
+    """The first of `yielding` (not in `exclude`) that together free `needed` tokens; none when
+    they cannot (nothing gives way for a turn that would not fit anyway)."""
+    taken: list[tuple[str, int]] = []
+    freed = 0
+    for page_id, tokens in yielding:
+        if page_id in exclude:
+            continue
+        taken.append((page_id, tokens))
+        freed += tokens
+        if freed >= needed:
+            return taken
+    return []
+
+
+def _filled_in(governed: SessionState, filled: SessionState) -> frozenset[str]:
+    """The pages `_filled` showed in Detail that governance had not."""
+    if filled is governed:
+        return frozenset()
+    _, changed = filled.views.diff(governed.views)  # proportional to the changes (one base)
+    return frozenset(p for p in changed if filled.views[p] is View.DETAIL)
 
 
 def _history_newest(state: SessionState) -> list[str]:
@@ -683,9 +833,10 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         last_focus = _focus(state, [*plan.hot, *(p for p in zoomed if p in state.pages)], added)
         query = _shown_question(intent.text, request.budget, parts.counter).text
         view = _View(now=now, query=query, focus=last_focus, relevance=last_relevance)
+        governed = _render(state, view, request, parts, worker_steps)
         synthesis = check(
             _filled(
-                _render(state, view, request, parts, worker_steps),
+                governed,
                 plan,
                 view,
                 request,
@@ -695,6 +846,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
             )
         )
         state = synthesis.state
+        last_focus |= _filled_in(governed.state, state)  # what the fill showed is read: not merged away
         node_tokens = _node_tokens(synthesis.xml, synthesis.tokens - frame, node_tokens)
         round_steps: list[TraceStep] = [*boundary, *synthesis.steps]
         final = number == request.max_rounds - 1
@@ -712,7 +864,7 @@ def run_rounds(  # noqa: PLR0915 - the round, in the order of DESIGN.md section 
         worker_steps.extend(s for s in round_steps if s.action not in HOST_ACTIONS and s not in boundary)
         state = end_round(state).state
         router.to(state)
-        if synthesis.tokens >= request.budget.merge_tokens:
+        if governed.tokens >= request.budget.merge_tokens:  # the pressure, not the spare the fill spent
             pending = _submit_merge(state, last_focus, parts, intent.text)
         if parts.registry is not None:
             parts.registry.save(state)
