@@ -83,6 +83,7 @@ __all__ = [
 Worker = Callable[[str, str, Sequence[str], bool], str]  # (xml, intent, explored handles, final) -> output
 LEAD_UP_MISSES = 8  # turns too long for what is left that the lead-up passes over before it stops
 TOP_KEPT = 1  # the pages addressing ranked best that never give way to the lead-up
+FILL_MISSES = 16  # ranked turns too long for what is left that the fill prices before it passes on
 FILL_TRIES = 3  # renders the fill may try: all the turns that fit, then the first half, the first quarter
 NODE_TOKENS = 24  # a shown dense <Node> costs at least about this much: the router opens no more than fit
 _FRAME_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # any aware time: its ISO form has one length
@@ -414,15 +415,21 @@ def _fill_plan(
     newest = _history_newest(state)  # shown, folded, in the far field or Shelved
     latest = (p for p in newest if p not in ranked)  # after what addressing ranked: the budget is spent
     before = _before_asked(state, newest, asked, budget.before_question_tokens, counter)
-    yielding = _yielding(state, before, asked, plan.relevance, counter)
+    yielding: list[tuple[str, int]] | None = None  # found when a turn of the lead-up first needs room
+    lead_up = {p: i for i, p in enumerate(before)}
     opened: set[str] = set()  # folded parents the chosen turns open: their other turns show as Summary
     kids: dict[str, int] = {}  # per folded parent: its children's Summary nodes, priced once
     seen: set[str] = set()
+    misses = 0  # ranked turns too long for what was left
     for phase, page_id in itertools.chain(
         (("before", p) for p in before),
         (("ranked", p) for p in ranked),
         (("latest", p) for p in latest),  # read only as far as the first that does not fit
     ):
+        if spare <= 0 and phase != "before":  # nothing more fits (a turn costs more than its Summary)
+            break
+        if phase == "ranked" and misses > FILL_MISSES:  # the rest is priced no more
+            continue
         page = state.pages.get(page_id)
         parent = state.parents.get(page_id)
         if (
@@ -438,7 +445,9 @@ def _fill_plan(
         seen.add(page_id)
         cost, opens = _fill_cost(state, page_id, parent, opened, counter, kids=kids)
         if cost > spare and phase == "before":  # the lead-up before older turns
-            newer = before[: before.index(page_id) + 1]  # only an older turn of the lead-up gives way
+            if yielding is None:
+                yielding = _yielding(state, before, asked, plan.relevance, counter)
+            newer = before[: lead_up[page_id] + 1]  # only an older turn of the lead-up gives way
             room = _room(yielding, cost - spare, exclude={*newer, *fill.chosen, *opened})
             for given, freed in room:
                 fill.given.append(given)
@@ -447,6 +456,7 @@ def _fill_plan(
         if cost > spare:
             if phase == "latest":  # newest first: the first that does not fit ends the scan
                 break
+            misses += phase == "ranked"
             continue
         fill.take(page_id, cost)
         spare -= cost
