@@ -177,6 +177,38 @@ def test_the_baseline_worker_reads_the_turn_the_query_repeats_from_the_query() -
     assert data["answer"] is not None and "8812" in data["answer"] and "[bbbb02]" in data["answer"]
 
 
+def _view(*nodes: str) -> str:
+    return (
+        '<PagedContext version="0.1.0-alpha"><Static_Registry><ST-Node id="CURRENT_TIME" '
+        'value="2026-01-01T00:00:09Z"/><System_Instructions>x</System_Instructions></Static_Registry>'
+        "<Query>Where is the spare key of the blue van?</Query><Reasoning_Trace/>"
+        '<Linear_Flow origin="History">' + "".join(nodes) + "</Linear_Flow></PagedContext>"
+    )
+
+
+def test_the_baseline_worker_in_a_live_chat_zooms_only_where_a_summary_may_hold_more() -> None:
+    """Issue 34 (a request's rounds): in a live chat (the Query repeats its latest turn) the
+    baseline worker consults a Summary node only when it covers more of the intent than the
+    evidence shown whole; when a Detail turn already covers it all, it answers in this round,
+    citing that turn. A Summary that covers more is consulted; asked about a dialogue (the
+    Query repeats no turn), it zooms as before."""
+    intent = "Where is the spare key of the blue van?"
+    latest = f'<Node id="cccc03" view="Summary" time="00:00:03">user: {intent}</Node>'
+    whole = (
+        '<Node id="aaaa01" timestamp="2026-01-01T00:00:01Z">'
+        "user: The spare key of the blue van is in the shed.</Node>"
+    )
+    partial = '<Node id="bbbb02" view="Summary" time="00:00:02">user: The blue van went to the garage…</Node>'
+    answered = json.loads(baseline_worker(_view(whole, partial, latest), intent))["data"]
+    assert answered["actions"] == [] and "[aaaa01]" in answered["answer"] and "shed" in answered["answer"]
+    asked_about = json.loads(baseline_worker(_view(whole, partial), intent))["data"]
+    assert asked_about["answer"] is None and asked_about["actions"][0]["id"] == "bbbb02"
+    less = '<Node id="aaaa01" timestamp="2026-01-01T00:00:01Z">user: The van is parked outside.</Node>'
+    more = '<Node id="bbbb02" view="Summary" time="00:00:02">user: The spare key of the blue van…</Node>'
+    zoomed = json.loads(baseline_worker(_view(less, more, latest), intent))["data"]
+    assert zoomed["answer"] is None and [a["id"] for a in zoomed["actions"]] == ["bbbb02"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     lines=st.lists(

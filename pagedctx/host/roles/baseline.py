@@ -11,7 +11,9 @@ explored yet (P16); it shelves shown Originals that share nothing with the inten
 relevant is left to zoom into (or on the last round) it answers with the sentences of the shown
 evidence that cover the intent best, citing page ids. A Summary turn the `<Query>` repeats (a
 chat's latest message, shown once, in the Query) is read from the Query: not consulted, and its
-statements are evidence cited with its id. Its output is a v2.2 envelope that the host
+statements are evidence cited with its id. In such a live chat it consults a Summary only when it
+covers more of the intent than the evidence already shown whole (a request whose answer is in
+view takes one round). Its output is a v2.2 envelope that the host
 parses with the protocol grammar like any model's.
 
 Consolidator: a summary of pages made of each source's lead sentence (an earlier answer's lead
@@ -178,10 +180,20 @@ def baseline_worker(
     score = {pid: sum(weights[t] for t in held) / whole if whole else 0.0 for pid, held in covered.items()}
     actions: list[dict[str, Any]] = []
     if not final:
+        # a live chat (the Query repeats its latest turn): what the evidence shown whole already
+        # covers, not the question's own turn; a Summary is consulted only when it covers more
+        shown = (
+            max((score[n.id] for n in nodes if n.view is not View.SUMMARY and n is not asked), default=0.0)
+            if asked is not None
+            else -1.0
+        )
         summaries = [
             n
             for n in nodes
-            if n.view is View.SUMMARY and score[n.id] >= CONSULT_AT and ("Consult", n.id) not in tried
+            if n.view is View.SUMMARY
+            and score[n.id] >= CONSULT_AT
+            and score[n.id] > shown
+            and ("Consult", n.id) not in tried
         ]
         for node in sorted(summaries, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:
             actions.append({"action": "Consult", "reason": f"covers {score[node.id]:.0%}", "id": node.id})
