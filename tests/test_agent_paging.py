@@ -207,6 +207,12 @@ def test_the_baseline_worker_in_a_live_chat_zooms_only_where_a_summary_may_hold_
     more = '<Node id="bbbb02" view="Summary" time="00:00:02">user: The spare key of the blue van…</Node>'
     zoomed = json.loads(baseline_worker(_view(less, more, latest), intent))["data"]
     assert zoomed["answer"] is None and [a["id"] for a in zoomed["actions"]] == ["bbbb02"]
+    digest = (  # a digest that names it all is no turn shown whole: the turn is still consulted
+        '<Node id="eeee05" type="Consolidated" timestamp="2026-01-01T00:00:01Z">'
+        "The spare key of the blue van | the van is parked outside</Node>"
+    )
+    behind = json.loads(baseline_worker(_view(digest, more, latest), intent))["data"]
+    assert behind["answer"] is None and "bbbb02" in [a.get("id") for a in behind["actions"]]
 
 
 @settings(max_examples=60, deadline=None)

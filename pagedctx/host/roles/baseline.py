@@ -163,6 +163,11 @@ def _query_turn(nodes: Sequence[ContextNode], query: str) -> ContextNode | None:
     return None
 
 
+def _whole_turn(node: ContextNode) -> bool:
+    """An Original page shown in Detail: evidence as it was said (a digest is not)."""
+    return node.view is View.DETAIL and node.type is PageType.ORIGINAL
+
+
 def baseline_worker(
     xml: str, intent: str, *, explored: Sequence[str] = (), final: bool = False, max_actions: int = 6
 ) -> str:
@@ -180,10 +185,10 @@ def baseline_worker(
     score = {pid: sum(weights[t] for t in held) / whole if whole else 0.0 for pid, held in covered.items()}
     actions: list[dict[str, Any]] = []
     if not final:
-        # a live chat (the Query repeats its latest turn): what the evidence shown whole already
-        # covers, not the question's own turn; a Summary is consulted only when it covers more
+        # a live chat (the Query repeats its latest turn): what the turns shown whole already cover
+        # (not the question's own turn, not a digest); a Summary is consulted only when it covers more
         shown = (
-            max((score[n.id] for n in nodes if n.view is not View.SUMMARY and n is not asked), default=0.0)
+            max((score[n.id] for n in nodes if _whole_turn(n) and n is not asked), default=0.0)
             if asked is not None
             else -1.0
         )
