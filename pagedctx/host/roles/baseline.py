@@ -185,19 +185,15 @@ def baseline_worker(
     score = {pid: sum(weights[t] for t in held) / whole if whole else 0.0 for pid, held in covered.items()}
     actions: list[dict[str, Any]] = []
     if not final:
-        # a live chat (the Query repeats its latest turn): what the turns shown whole already cover
-        # (not the question's own turn, not a digest); a Summary is consulted only when it covers more
-        shown = (
-            max((score[n.id] for n in nodes if _whole_turn(n) and n is not asked), default=0.0)
-            if asked is not None
-            else -1.0
-        )
+        # a live chat (the Query repeats its latest turn): a Summary is consulted only when it covers
+        # more than the turns shown whole (not the question's own turn, not a digest)
+        shown = max((score[n.id] for n in nodes if _whole_turn(n) and n is not asked), default=0.0)
         summaries = [
             n
             for n in nodes
             if n.view is View.SUMMARY
             and score[n.id] >= CONSULT_AT
-            and score[n.id] > shown
+            and (asked is None or score[n.id] > shown)
             and ("Consult", n.id) not in tried
         ]
         for node in sorted(summaries, key=lambda n: (-score[n.id], n.id))[:MAX_CONSULTS]:

@@ -59,7 +59,7 @@ from pagedctx.host.text.excerpt import Excerpt, excerpt
 from pagedctx.host.text.expanded_search import ExpandedSearch
 from pagedctx.host.text.intent import Intent
 from pagedctx.host.text.page_search import PageSearch
-from pagedctx.pages import Origin, OriginalPage, SessionState, View, is_visible
+from pagedctx.pages import Origin, OriginalPage, Page, SessionState, View, is_visible
 from pagedctx.pages.exchange import evict
 from pagedctx.pages.moves import dehydrate, end_round
 from pagedctx.pages.state import Transition
@@ -446,7 +446,7 @@ def _fill_plan(
         cost, opens = _fill_cost(state, page_id, parent, opened, counter, kids=kids)
         if cost > spare and phase == "before":  # the lead-up before older turns
             if yielding is None:
-                yielding = _yielding(state, before, asked, plan.relevance, counter)
+                yielding = _yielding(state, lead_up, asked, plan.relevance, counter)
             newer = before[: lead_up[page_id] + 1]  # only an older turn of the lead-up gives way
             room = _room(yielding, cost - spare, exclude={*newer, *fill.chosen, *opened})
             for given, freed in room:
@@ -467,26 +467,26 @@ def _fill_plan(
 
 def _yielding(
     state: SessionState,
-    before: Sequence[str],
+    lead_up: dict[str, int],
     asked: str | None,
     relevance: dict[str, float],
     counter: TokenCounter,
 ) -> list[tuple[str, int]]:
-    """What may give way to the lead-up (the turns right before the question, `_before_asked`),
-    with the tokens it frees: of the history's shown pages that are neither one of those turns,
-    nor hold one, nor the asked turn, the roots in Summary (their node goes), then the turns in
-    Detail (folded to Summary; a root's node goes too); least relevant first, then in the order
-    shown. An agent's next step reads the turns before it whole more often than an older turn;
-    what gives way is folded or goes to the index (Shelved), where addressing still finds it.
-    Visits the shown pages only (the flow and what is opened in it), not the whole history."""
+    """What may give way to the lead-up (the turns right before the question, `_before_asked`, by
+    their place newest first), with the tokens it frees: of the history's shown pages that are
+    neither one of those turns, nor hold one, nor the asked turn, the roots in Summary (their node
+    goes), then the turns in Detail (folded to Summary; a root's node goes too); least relevant
+    first, then in the order shown. An agent's next step reads the turns before it whole more often
+    than an older turn; what gives way is folded or goes to the index (Shelved), where addressing
+    still finds it. Visits the shown pages only (the flow and what is opened in it), not the whole
+    history."""
     keep = {asked} if asked is not None else set()
     keep.update(heapq.nlargest(TOP_KEPT, relevance, key=relevance.__getitem__))  # what addressing found best
-    for page_id in before:
+    for page_id in lead_up:
         current = state.parents.get(page_id)
         while current is not None:
             keep.add(current)
             current = state.parents.get(current)
-    lead_up = {p: i for i, p in enumerate(before)}
     roots = set(state.flow)
     found: list[tuple[int, bool, float, int, str, int]] = []
     stack = list(reversed(state.flow))
@@ -499,13 +499,13 @@ def _yielding(
             continue
         if page_id in keep or page.origin is not Origin.HISTORY or page.draft:
             continue
-        node = counter.count("".join(node_lines(page, shown, 2)))
+        node = _node_cost(page, shown, counter)
         at = lead_up.get(page_id)
-        rank = 0 if at is None else len(before) - at  # the lead-up's own turns last, its oldest first
+        rank = 0 if at is None else len(lead_up) - at  # the lead-up's own turns last, its oldest first
         if shown is View.SUMMARY and page_id in roots:
             found.append((rank, False, relevance.get(page_id, 0.0), len(found), page_id, node))
         elif shown is View.DETAIL and isinstance(page, OriginalPage):
-            summary = 0 if page_id in roots else counter.count("".join(node_lines(page, View.SUMMARY, 2)))
+            summary = 0 if page_id in roots else _node_cost(page, View.SUMMARY, counter)
             found.append((rank, True, relevance.get(page_id, 0.0), len(found), page_id, node - summary))
     found.sort()
     return [(page_id, freed) for *_, page_id, freed in found if freed > 0]
@@ -586,6 +586,11 @@ def _before_asked(
     return out
 
 
+def _node_cost(page: Page, view: View, counter: TokenCounter) -> int:
+    """Tokens of a page's dense `<Node>` in `view`, at the depth of a flow root's children."""
+    return counter.count("".join(node_lines(page, view, 2)))
+
+
 def _fill_cost(
     state: SessionState,
     page_id: str,
@@ -599,8 +604,8 @@ def _fill_cost(
     not yet opened shows its other turns too, as Summary nodes; a turn shown as a Summary node
     frees that node. `kids`: per parent, its children's Summary nodes together (filled here)."""
     page = state.pages[page_id]
-    cost = counter.count("".join(node_lines(page, View.DETAIL, 2)))
-    summary = counter.count("".join(node_lines(page, View.SUMMARY, 2)))
+    cost = _node_cost(page, View.DETAIL, counter)
+    summary = _node_cost(page, View.SUMMARY, counter)
     if state.views[page_id] is View.SUMMARY and is_visible(state, page_id):
         cost -= summary
     if parent is None or (state.views[parent] is View.UNPACKED and is_visible(state, parent)):
@@ -608,9 +613,7 @@ def _fill_cost(
     if parent not in opened:
         children = state.children_of(parent)
         if parent not in kids:
-            kids[parent] = sum(
-                counter.count("".join(node_lines(state.pages[k], View.SUMMARY, 2))) for k in children
-            )
+            kids[parent] = sum(_node_cost(state.pages[k], View.SUMMARY, counter) for k in children)
         cost += kids[parent] - (summary if page_id in children else 0)  # its siblings' nodes
     return cost, parent
 
