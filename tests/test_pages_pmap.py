@@ -110,11 +110,38 @@ def test_pmap_behaves_like_an_edited_dict_copy(start: dict[str, int], ops: list[
         history.append((m, dict(d)))
     for old, snapshot in history:  # deriving never changes the maps derived from
         _check(old, snapshot)
-    for old, snapshot in history[-5:]:
+    for old, snapshot in history:
         removed, changed = m.diff(old)
         assert set(removed) == snapshot.keys() - d.keys()
         assert set(changed) == {k for k in d if k not in snapshot or snapshot[k] is not d[k]}
         assert changed == [k for k in d if k in set(changed)]
+
+
+def test_a_diff_across_folds_costs_the_changes_not_the_map() -> None:
+    """Issue 34 (a request costs what changed): maps a few folds of the delta apart diff by the
+    keys changed since (the trace diffs each round against the last, often across a fold); an
+    older base is held only as long as a map over it lives."""
+    import gc
+    import sys
+
+    start = PMap({f"k{i}": i for i in range(10_000)})
+    m = start
+    for round_ in range(3):  # three folds: more changes each time than the delta's bound (100)
+        m = m.set_many({f"k{i}": -i for i in range(round_ * 150, round_ * 150 + 150)})
+        m = m.remove_many([f"k{9_000 + round_}"]).set(f"new{round_}", round_)
+    assert m._base is not start._base
+    keys = m._lineage(start)
+    assert keys is not None and len(keys) <= 500  # the changes, not the 10,000 keys
+    removed, changed = m.diff(start)
+    assert set(removed) == {"k9000", "k9001", "k9002"}
+    assert set(changed) == {f"k{i}" for i in range(1, 450)} | {"new0", "new1", "new2"}  # -0 is 0
+    assert start._lineage(m) is not None  # either way round
+    assert PMap({"a": 1})._lineage(m) is None  # unrelated maps: compared whole
+    first = start._base
+    del start
+    gc.collect()
+    assert sys.getrefcount(first) == 2  # `first` and the call's argument: m's lineage holds no base
+    assert pickle.loads(pickle.dumps(m))._lineage(m) is None  # an unpickled map starts a lineage
 
 
 def test_pmap_pickles_and_compares_as_a_dict() -> None:

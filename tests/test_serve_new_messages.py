@@ -122,3 +122,44 @@ def test_the_cases_a_client_sends() -> None:
     assert reconcile(system, [("system", "s"), ("user", "e")]) == Reconciled(new=1)  # instructions held
     assert reconcile(system, [("system", "s2"), ("user", "e")]) == Reconciled(new=0)  # new instructions
     assert reconcile(system, [("system", "s"), *held[2:], ("user", "e")]) == Reconciled(new=3)
+
+
+class _Counted(list[Said]):
+    """Held turns that count how many of them were read."""
+
+    reads = 0
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        self.reads += 1 if isinstance(index, int) else len(range(*index.indices(len(self))))
+        return super().__getitem__(index)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.reads += len(self)
+        return super().__iter__()
+
+
+def test_a_request_reads_the_history_from_its_end_only() -> None:
+    """Issue 34 (serve at the cost of a lookup): the history held is read from its end, as far back
+    as the request reaches, not whole: only the latest message, a window, or instructions held
+    with the latest message."""
+    history = [m for i in range(5_000) for m in [("user", f"q{i}"), ("assistant", f"a{i}")]]
+    held = _Counted(history)
+    assert reconcile(held, [("user", "new")]) == Reconciled(new=0) and held.reads <= 2
+    held = _Counted(history)
+    assert reconcile(held, [*history[-6:], ("user", "new")]) == Reconciled(new=6) and held.reads <= 14
+    held = _Counted([("system", "be brief"), *history[:-2], ("system", "be brief"), *history[-2:]])
+    found = reconcile(held, [("system", "be brief"), ("user", "new")])
+    assert found == Reconciled(new=1) and held.reads <= 10
+
+
+@given(talk, st.lists(st.integers(min_value=0, max_value=30), max_size=4), talk)
+def test_held_turns_without_text_are_skipped(held: list[Said], blanks: list[int], sent: list[Said]) -> None:
+    """A turn added without text (the Python API allows it) changes nothing a request lines up with;
+    `held_turn` still names the turn of the history as given."""
+    with_blanks = list(held)
+    for at in sorted(blanks, reverse=True):
+        with_blanks.insert(min(at, len(with_blanks)), ("user", "  "))
+    found, plain_found = reconcile(with_blanks, sent), reconcile(held, sent)
+    assert (found.new, found.diverged) == (plain_found.new, plain_found.diverged)
+    if found.held_turn is not None:
+        assert with_blanks[found.held_turn] == held[plain_found.held_turn or 0]

@@ -39,16 +39,38 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 _MIN_DELTA = 64  # below this the delta is never folded: copying it is cheaper than rebuilding
+_LINEAGE = 8  # folds between two maps' bases a diff still follows (beyond it: a full comparison)
 
 
 class _Base:
-    """A base dict shared by every map derived from it, with its iteration positions (lazily)."""
+    """A base dict shared by every map derived from it, with its iteration positions (lazily).
 
-    __slots__ = ("data", "positions")
+    A base folded from another (a map's delta grown past its bound) keeps its lineage: for each of
+    its last `_LINEAGE` ancestors, that base's token (an identity, never the base itself: an older
+    base lives only as long as a map over it) and the keys that may differ between it and the next
+    one, so two maps a few folds apart still diff by the keys changed since, not the whole map.
+    """
 
-    def __init__(self, data: dict[Any, Any]) -> None:
+    __slots__ = ("data", "lineage", "positions", "token")
+
+    def __init__(
+        self, data: dict[Any, Any], parent: _Base | None = None, folded: frozenset[Any] = frozenset()
+    ) -> None:
         self.data = data
         self.positions: dict[Any, int] | None = None
+        self.token = object()
+        self.lineage: tuple[tuple[object, frozenset[Any]], ...] = (
+            () if parent is None else (*parent.lineage[1 - _LINEAGE :], (parent.token, folded))
+        )
+
+    def changed_since(self, older: _Base) -> set[Any] | None:
+        """The keys that may differ between `older` and this base when this base was folded from it
+        (at most `_LINEAGE` folds ago: the keys changed, about that many square roots of the map at
+        most); None otherwise."""
+        for at, (token, _) in enumerate(self.lineage):
+            if token is older.token:
+                return set().union(*(keys for _, keys in self.lineage[at:]))
+        return None
 
     def position(self, key: object) -> int:
         if self.positions is None:
@@ -111,7 +133,7 @@ class PMap(Mapping[K, V]):
                 data.update(delta)
             else:
                 data = {**data, **delta}
-            new._init(_Base(data), marker=self._marker, marked=marked)
+            new._init(_Base(data, base, frozenset(delta) | removed), marker=self._marker, marked=marked)
         else:
             new._init(base, delta=delta, removed=removed, extra=extra, marker=self._marker, marked=marked)
         return new
@@ -225,14 +247,23 @@ class PMap(Mapping[K, V]):
         """
         if old is self:
             return [], []
-        if isinstance(old, PMap) and old._base is self._base:
-            keys = {*self._delta, *self._removed, *old._delta, *old._removed}
+        folded = self._lineage(old) if isinstance(old, PMap) else None
+        if isinstance(old, PMap) and folded is not None:
+            keys = {*self._delta, *self._removed, *old._delta, *old._removed, *folded}
             removed = [k for k in keys if k in old and k not in self]
             changed = [k for k in keys if k in self and (k not in old or old[k] is not self[k])]
             return old.in_order(removed), self.in_order(changed)
         removed = [k for k in old if k not in self]
         changed = [k for k, v in self.items() if old.get(k, _MISSING) is not v]
         return removed, changed
+
+    def _lineage(self, other: PMap[K, V]) -> set[K] | None:
+        """The keys whose values may differ between the bases of this map and `other` when one was
+        folded from the other (empty when they share one); None when they are not so related."""
+        if other._base is self._base:
+            return set()
+        keys = self._base.changed_since(other._base)
+        return keys if keys is not None else other._base.changed_since(self._base)
 
     # --- deriving
 
@@ -246,7 +277,12 @@ class PMap(Mapping[K, V]):
             return self
         if self._removed and not self._removed.isdisjoint(items):
             # A removed key set again goes last, as in a dict: start from a base without them.
-            return PMap.adopt(dict(self.items()), marker=self._marker).set_many(items)
+            rebased: PMap[K, V] = PMap.__new__(PMap)
+            folded = frozenset(self._delta) | self._removed
+            rebased._init(
+                _Base(dict(self.items()), self._base, folded), marker=self._marker, marked=self._marked
+            )
+            return rebased.set_many(items)
         base = self._base.data
         delta = {**self._delta, **items}
         extra = self._extra + sum(1 for k in items if k not in base and k not in self._delta)

@@ -69,34 +69,64 @@ def _overlap(held: Sequence[Said], sent: Sequence[Said]) -> int:
     return k
 
 
+def _tail(held: Sequence[Said], count: int) -> list[Said]:
+    """The last `count` messages of `held` with text, normalised, in order: what the overlap with a
+    request of `count` messages can reach (the history before them is never read)."""
+    found: list[Said] = []
+    i = len(held) - 1
+    while i >= 0 and len(found) < count:
+        said = _norm(held[i])
+        if said[1]:
+            found.append(said)
+        i -= 1
+    found.reverse()
+    return found
+
+
 def _latest_instructions(held: Sequence[Said]) -> list[Said]:
-    """The session's last run of system/developer turns (empty when it has none)."""
-    end = len(held)
-    while end and held[end - 1][0] not in INSTRUCTION_ROLES:
-        end -= 1
-    start = end
-    while start and held[start - 1][0] in INSTRUCTION_ROLES:
-        start -= 1
-    return list(held[start:end])
+    """The session's last run of system/developer turns (empty when it has none); read from the
+    end, only as far back as that run."""
+    run: list[Said] = []
+    for i in range(len(held) - 1, -1, -1):
+        said = _norm(held[i])
+        if not said[1]:
+            continue
+        if said[0] in INSTRUCTION_ROLES:
+            run.append(said)
+        elif run:
+            break
+    run.reverse()
+    return run
 
 
 def reconcile(held: Sequence[Said], sent: Sequence[Said]) -> Reconciled:
-    """Where the new messages of `sent` start, given the turns `held` (see the module docstring)."""
-    h = [_norm(s) for s in held]
-    m = [_norm(s) for s in sent]
-    k = _overlap(h, m)
+    """Where the new messages of `sent` start, given the turns `held` (see the module docstring).
+
+    Held turns without text (after stripping) are skipped; `held_turn` indexes `held` as given.
+    `held` is read from its end, as far back as `sent` is long (and, with instructions, to the
+    session's latest run of them): a request costs what it sends, not the history held; only one
+    that copies a held answer out of line scans the history (for that answer)."""
+    m = [_norm(said) for said in sent]
+    k = _overlap(_tail(held, len(m)), m)
     if k:
         return Reconciled(new=k)
     lead = 0
     while lead < len(m) and m[lead][0] in INSTRUCTION_ROLES:
         lead += 1
-    if lead and m[:lead] == _latest_instructions(h):
-        k = _overlap(h, m[lead:])
+    if lead and m[:lead] == _latest_instructions(held):
+        k = _overlap(_tail(held, len(m) - lead), m[lead:])
         if k:
             return Reconciled(new=lead + k)
     else:
         lead = 0
-    answers = {text: i for i, (role, text) in enumerate(h) if role == "assistant"}
+    copied = {text for role, text in m[lead:] if role == "assistant"}
+    if not copied:
+        return Reconciled(new=lead)
+    answers: dict[str, int] = {}
+    for i in range(len(held)):
+        role, text = _norm(held[i])
+        if role == "assistant" and text in copied:
+            answers[text] = i
     for i in range(lead, len(m)):
         role, text = m[i]
         if role == "assistant" and text in answers:

@@ -29,9 +29,10 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pagedctx.config import Config
 from pagedctx.errors import BudgetError, ConfigError, PagedctxError, StoreError, UsageError
@@ -74,6 +75,26 @@ def _diverged(sid: str, index: int, turn: int | None) -> ServeError:
         code="history_diverged",
         param=f"messages[{index}]",
     )
+
+
+class _Held(Sequence[tuple[str, str]]):
+    """A session's turns as `(role, text)`, made when read (a request reads a few from the end)."""
+
+    def __init__(self, turns: Sequence[Mapping[str, Any]]) -> None:
+        self._turns = turns
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[str, str]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | Sequence[tuple[str, str]]:
+        if isinstance(index, slice):
+            return [(str(t["speaker"]), str(t["text"])) for t in self._turns[index]]
+        turn = self._turns[index]
+        return str(turn["speaker"]), str(turn["text"])
 
 
 @dataclass(frozen=True)
@@ -176,14 +197,13 @@ class ChatService:
         sent, asked, budget, rounds = self._checked(request)
         fingerprint = self._fingerprint(request, idempotency_key)
         with self._open(tenant, sid) as session, session.locked(self.settings.lock_wait_seconds):
-            turns = [(str(t["speaker"]), str(t["text"])) for t in session.turns]
+            turns = _Held(session.turns)  # read from the end only: a request costs what it sends
             finish = self._retried(session, turns, fingerprint)
             if finish is not None:  # the last request again: the reply is the answer recorded for it
                 return self._reply(
                     sid, answer=turns[-1][1], finish=finish, result=session.last, new_turns=0, replayed=True
                 )
-            held = [(role, text) for role, text in turns if text.strip()]  # as `sent`: no empty message
-            found = reconcile(held, sent)
+            found = reconcile(turns, sent)
             if found.diverged is not None:
                 raise _diverged(sid, found.diverged, found.held_turn)
             new = sent[found.new :]
@@ -253,7 +273,7 @@ class ChatService:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     @staticmethod
-    def _retried(session: Session, turns: list[tuple[str, str]], fingerprint: str) -> FinishReason | None:
+    def _retried(session: Session, turns: Sequence[tuple[str, str]], fingerprint: str) -> FinishReason | None:
         """The finish reason of the last request answered when this request is that one again
         (same fingerprint, and the session unchanged since its answer), else None."""
         raw = session.note(LAST_REQUEST)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pagedctx.protocol.tokens import CachedCounter
 
 __all__ = [
+    "HISTORY_ASKS",
     "ActorRoles",
     "AskRounds",
     "GivenWorker",
@@ -49,6 +50,8 @@ __all__ = [
     "taken_search",
     "trace_sink",
 ]
+
+HISTORY_ASKS = 8  # the session's latest asks a request carries (the scaffold reads the last one)
 
 
 class ActorRoles(Router, Protocol):
@@ -164,7 +167,7 @@ def prepare_ask(
         budget=budget,
         max_rounds=max_rounds,
         policy=policy,
-        history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in record.asks),
+        history=tuple(PreviousRound(intent=a.intent, answer=a.answer) for a in record.asks[-HISTORY_ASKS:]),
         route=route,
         instructions=instructions,
     )

@@ -119,7 +119,11 @@ class SessionRequest(BaseModel):
     max_rounds: int = Field(default=6, ge=1)
     head: str = ""
     policy: str = "baseline"
-    history: tuple[PreviousRound, ...] = ()
+    history: tuple[PreviousRound, ...] = Field(
+        default=(),
+        description="the session's latest asks, oldest first (the scaffold reads the last: P4); a "
+        "session passes its last `HISTORY_ASKS`, not all, so an ask costs the same at any age",
+    )
     instructions: Literal["short", "long"] = Field(
         default="short", description="the form of the <System_Instructions> (a profile's `instructions`)"
     )

@@ -2,19 +2,24 @@
 
 `pagedctx/session/{id}/inputs` holds the repositories (paths), the dialogue files and documents
 (their bytes copied into the store, content-addressed under `pagedctx/inputs/<sha256>`: a file
-moved or edited later changes nothing), the turns added one by one, the asks so far (intent and
-answer: the scaffolder's history), which repositories the code selection has covered, and a
-face's own notes. `RecordKeeper` reads and writes it; the blocks of an ask are rebuilt from it.
+moved or edited later changes nothing), which repositories the code selection has covered, a face's
+own notes, and how many turns and asks the session has. The turns added one by one and the asks so
+far (intent and answer: the scaffolder's history) grow with every request, so they are kept apart,
+in segments of `SEGMENT` (`.../turns` and `.../asks`, hashes of segment number to a JSON list):
+a save writes the record's head and the segments its new items fall in, never the whole history,
+and a digest chained over the items (in the head) tells a damaged or mixed-up segment on reading.
+`RecordKeeper` reads and writes it; the blocks of an ask are rebuilt from it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from pagedctx.errors import StoreError, UsageError
 from pagedctx.host.blocks.dialogue import DialogueProvider, Turn
@@ -25,10 +30,19 @@ from pagedctx.protocol.text import clean_text
 if TYPE_CHECKING:
     from pagedctx.host.records.warm import WarmSessions
 
-__all__ = ["INPUTS_PREFIX", "RECORD_VERSION", "PastAsk", "RecordKeeper", "SessionRecord", "StoredInput"]
+__all__ = [
+    "INPUTS_PREFIX",
+    "RECORD_VERSION",
+    "SEGMENT",
+    "PastAsk",
+    "RecordKeeper",
+    "SessionRecord",
+    "StoredInput",
+]
 
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 1: the turns and asks inside the record itself (read, and rewritten as 2)
+SEGMENT = 256  # turns (asks) per stored segment
 
 
 class StoredInput(BaseModel):
@@ -50,8 +64,8 @@ class PastAsk(BaseModel):
     answer: str | None = None
 
 
-class SessionRecord(BaseModel):
-    """The session's inputs and asks (see the module docstring)."""
+class _Inputs(BaseModel):
+    """What a session's record holds besides its turns and asks."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -60,10 +74,49 @@ class SessionRecord(BaseModel):
     repos: list[str] = Field(default_factory=list)
     dialogues: list[StoredInput] = Field(default_factory=list)
     docs: list[StoredInput] = Field(default_factory=list)
-    turns: list[dict[str, Any]] = Field(default_factory=list)
     selected: list[str] = Field(default_factory=list)  # repositories the code selection covered
-    asks: list[PastAsk] = Field(default_factory=list)
     notes: dict[str, str] = Field(default_factory=dict)  # a face's own bookkeeping (`note`, `set_note`)
+
+
+class _Stored(BaseModel):
+    """How many items of a growing list (turns, asks) are stored, and the digest chained over them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int = Field(default=0, ge=0)
+    chain: str = ""
+
+
+class SessionRecord(_Inputs):
+    """The session's inputs and asks (see the module docstring)."""
+
+    turns: list[dict[str, Any]] = Field(default_factory=list)
+    asks: list[PastAsk] = Field(default_factory=list)
+    # what the store holds of the turns and asks: how many are in their segments, and their digests
+    _stored: dict[str, _Stored] = PrivateAttr(default_factory=dict)
+
+
+class _Head(_Inputs):
+    """The record as the `inputs` key holds it (version 2): all but the turns and asks themselves."""
+
+    turns: _Stored = Field(default_factory=_Stored)
+    asks: _Stored = Field(default_factory=_Stored)
+
+
+_GROWING = ("turns", "asks")
+
+
+def _item_json(item: Any) -> str:
+    """One turn (a dict) or ask as the JSON its segment holds (ASCII: no lone surrogate reaches the store)."""
+    data = item.model_dump(mode="json") if isinstance(item, BaseModel) else item
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _chained(chain: str, items: Sequence[str]) -> str:
+    """`chain` carried over `items` (their JSON), one sha256 per item."""
+    for item in items:
+        chain = hashlib.sha256(f"{chain}\n{item}".encode()).hexdigest()
+    return chain
 
 
 class RecordKeeper:
@@ -88,24 +141,91 @@ class RecordKeeper:
         kept = self.warm.record((self.store.url, self.session_id), raw) if self.warm is not None else None
         if kept is not None:
             return _fork(kept)
-        try:
-            record = SessionRecord.model_validate_json(raw)
-        except ValidationError as exc:
-            raise StoreError(
-                f"session {self.session_id!r} in {self.store.url}: its record does not validate "
-                f"({exc.errors()[0]['msg']}); start a new session"
-            ) from exc
-        if record.version != RECORD_VERSION:
-            raise StoreError(
-                f"session {self.session_id!r} was written by another version (record {record.version})"
-            )
+        record = self._read(raw)
         if self.warm is not None:
             self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
         return record
 
+    def _damaged(self, why: str) -> StoreError:
+        return StoreError(
+            f"session {self.session_id!r} in {self.store.url}: its record {why}; start a new session"
+        )
+
+    def _read(self, raw: str) -> SessionRecord:
+        """The record from the head `raw` and its segments (version 1: all of it in `raw`)."""
+        try:
+            version = json.loads(raw).get("version") if raw.startswith("{") else None
+            if version == 1:
+                return SessionRecord.model_validate_json(raw)  # its next save writes version 2
+            if version != RECORD_VERSION:
+                raise StoreError(
+                    f"session {self.session_id!r} was written by another version (record {version})"
+                )
+            head = _Head.model_validate_json(raw)
+        except (ValidationError, ValueError, AttributeError) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)[:200]
+            raise self._damaged(f"does not validate ({msg})") from exc
+        fields = head.model_dump(exclude={"version", *_GROWING})
+        record = SessionRecord(**fields, turns=self._items("turns", head.turns), asks=[])
+        try:
+            record.asks = [PastAsk.model_validate(a) for a in self._items("asks", head.asks)]
+        except ValidationError as exc:
+            raise self._damaged(f"holds an ask that does not validate ({exc.errors()[0]['msg']})") from exc
+        record._stored = {"turns": head.turns, "asks": head.asks}
+        return record
+
+    def _items(self, name: str, stored: _Stored) -> list[Any]:
+        """The `stored.count` items of the `name` segments, checked against their chained digest."""
+        if not stored.count:
+            return []
+        numbers = [f"{n:06d}" for n in range((stored.count + SEGMENT - 1) // SEGMENT)]
+        texts = self.store.hmget(f"{self.key}/{name}", numbers)
+        items: list[Any] = []
+        for number, text in zip(numbers, texts, strict=True):
+            if text is None:
+                raise self._damaged(f"misses segment {number} of its {name}")
+            try:
+                segment = json.loads(text)
+            except ValueError as exc:
+                raise self._damaged(f"has a {name} segment {number} that is not JSON") from exc
+            if not isinstance(segment, list):
+                raise self._damaged(f"has a {name} segment {number} that is not a list")
+            items.extend(segment)
+        if len(items) != stored.count or _chained("", [_item_json(i) for i in items]) != stored.chain:
+            raise self._damaged(f"{name} do not match their digest (a segment changed or went missing)")
+        return items
+
     def save(self, record: SessionRecord) -> None:
-        raw = record.model_dump_json()
-        self.store.set(self.key, raw)
+        """The head and the segments of the turns and asks added since the record was read or saved
+        (all of them, for a record read as version 1), in one write."""
+        stored = dict(record._stored)
+        segments: dict[str, dict[str, str]] = {}
+        for name in _GROWING:
+            items: list[Any] = getattr(record, name)
+            was = stored.get(name, _Stored())
+            if was.count > len(items):  # never: turns and asks only grow; rewrite them all
+                was = _Stored()
+            if was.count == len(items):
+                continue
+            first = was.count // SEGMENT
+            texts = [_item_json(i) for i in items[first * SEGMENT :]]
+            new = texts[was.count - first * SEGMENT :]
+            stored[name] = _Stored(count=len(items), chain=_chained(was.chain, new))
+            segments[name] = {
+                f"{first + n:06d}": "[" + ",".join(texts[n * SEGMENT : (n + 1) * SEGMENT]) + "]"
+                for n in range((len(texts) + SEGMENT - 1) // SEGMENT)
+            }
+        head = _Head(
+            **record.model_dump(exclude=set(_GROWING) | {"version"}),
+            turns=stored.get("turns", _Stored()),
+            asks=stored.get("asks", _Stored()),
+        )
+        raw = head.model_dump_json()
+        with self.store.batch() as batch:
+            for name, written in segments.items():
+                batch.hset(f"{self.key}/{name}", written)
+            batch.set(self.key, raw)
+        record._stored = stored
         if self.warm is not None:
             self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
 
@@ -249,7 +369,7 @@ class RecordKeeper:
 def _fork(record: SessionRecord) -> SessionRecord:
     """A copy of `record` whose lists and notes are its own (what a session changes in place);
     the turns themselves are shared (a turn is never changed once added)."""
-    return record.model_copy(
+    copy = record.model_copy(
         update={
             "repos": list(record.repos),
             "dialogues": list(record.dialogues),
@@ -260,3 +380,5 @@ def _fork(record: SessionRecord) -> SessionRecord:
             "notes": dict(record.notes),
         }
     )
+    copy._stored = dict(record._stored)
+    return copy
