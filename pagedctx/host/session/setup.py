@@ -265,6 +265,18 @@ def _selected(
     return (merged.state if isinstance(merged, Transition) else state), selection.tokens
 
 
+def _unpaged_turns(provider: DialogueProvider, root: str, paged: Collection[str]) -> list[Piece]:
+    """The turns of `provider` not paged yet, in order: those after its last paged one. Every ask
+    pages each turn it finds, so the turns before a paged one were paged then; read from the end,
+    a session's ask costs its new turns, not the dialogue."""
+    piece = provider.piece(root)
+    handles = piece.children if piece is not None else ()
+    start = len(handles)
+    while start and handles[start - 1] not in paged:
+        start -= 1
+    return [turn for handle in handles[start:] if (turn := provider.piece(handle)) is not None]
+
+
 def prepare(
     inputs: SessionInputs,
     *,
@@ -318,7 +330,7 @@ def prepare(
         blocks.add(provider)
         root = provider.roots()[0].handle
         roots.append(root)
-        turns = [t for t in provider.children(root) if t.handle not in paged]
+        turns = _unpaged_turns(provider, root, paged)
         if turns:
             dialogue_turns.append((provider, turns))
     if dialogue_turns:
