@@ -13,7 +13,8 @@ with Session.open(session_id="demo") as session:        # created, or resumed fr
 A session lives in its store (SQLite by default, Redis for shared state), so a second
 `Session.open(session_id=...)`, in any process, goes on where the first stopped:
 - `pagedctx/session/{id}/inputs`: the session's record (host/session/record.py): what was added
-  (files' bytes copied into the store) and asked so far. Every `add_*` writes it at once;
+  (files' bytes copied into the store) and asked so far, the turns and asks in segments beside it
+  (a save writes what is new). Every `add_*` writes it at once;
 - the page registry (`host/records/registry.py`): pages, views, logic tree, heat, persisted whole
   at the end of every round; memory pages are in the store's memory keys.
 Each ask rebuilds the blocks from the record, loads the state, pages only what is new (a piece is

@@ -158,3 +158,35 @@ def test_a_damaged_segment_is_a_store_error_naming_the_session(store: Store, dam
         store.hset(key, {"000001": "{" if damage == "not json" else "{}"})
     with pytest.raises(StoreError, match=r"session 's1'.*start a new session"):
         _keeper(store).load()
+
+
+def test_a_record_read_while_another_process_saves_is_whole(tmp_path: Path) -> None:
+    """Read without the session's lock (a session opened before it takes the lock), a save landing
+    between the head and its segments is read again, never refused as damaged nor read half."""
+    import threading
+
+    url = f"sqlite:///{tmp_path}/shared.db"
+    writer_store, reader_store = open_store(url), open_store(url)
+    writer = _keeper(writer_store)
+    record = writer.load()
+    writer.add_turns(record, [("user", f"turn {i}", None, None) for i in range(SEGMENT - 5)])
+    done = threading.Event()
+
+    def write() -> None:
+        for i in range(60):
+            writer.add_turns(record, [("user", f"more {i}", None, None)])
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    counts = []
+    try:
+        while not done.is_set():
+            read = _keeper(reader_store).load()
+            assert [t["id"] for t in read.turns] == [f"t{n}" for n in range(1, len(read.turns) + 1)]
+            counts.append(len(read.turns))
+    finally:
+        thread.join()
+        writer_store.close()
+        reader_store.close()
+    assert counts == sorted(counts)  # each read a whole record, never an older one after a newer

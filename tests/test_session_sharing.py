@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from session_factory import write_dialogue
 
+from pagedctx.engine import fixed_clock
 from pagedctx.errors import StoreError, UsageError
 from pagedctx.host.records.trace import RoundEvent
 from pagedctx.session import Session
 
-TURNS = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
+# 120 remarks: more than a 1,600-token view shows of the turns before a question (the fill's
+# lead-up joins the focus), so a far field is left to fold whatever the clock reads.
+TURNS = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(120)]
 # The talk turns from the services to lunch: the remarks leave the focus, under pressure.
 QUESTIONS = (
     "which service restarted",
@@ -110,9 +114,16 @@ def _merging_profile(tmp_path: Path) -> str:
 
 
 def _deferred_session(tmp_path: Path) -> Session:
-    session = _open(tmp_path, sid="ops", profile=_merging_profile(tmp_path))
+    """A session whose views come due a merge; its clock fixed (a view's time is tokens too, and a
+    wall clock's digits moved the views across the merge share now and then)."""
+    clock = fixed_clock(datetime(2026, 3, 1, 9, tzinfo=UTC))
+    session = _open(tmp_path, sid="ops", profile=_merging_profile(tmp_path), clock=clock)
     session.add_dialogue(write_dialogue(tmp_path / "long.jsonl", TURNS))
     return session
+
+
+def _consolidated(session: Session) -> int:
+    return sum(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
 
 
 def test_deferred_merges_wait_for_consolidate(tmp_path: Path) -> None:
@@ -122,9 +133,9 @@ def test_deferred_merges_wait_for_consolidate(tmp_path: Path) -> None:
             session.add_turn("user", question)
             result = session.ask(question, budget=MERGING, merges="deferred")
             assert not any("Consolidate" in a for r in result.rounds for a in r.actions)
-        assert not any(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
+        before = _consolidated(session)  # a long dialogue is paged in segments: consolidated already
         assert session.consolidate() >= 1
-        assert any(type(p).__name__ == "ConsolidatedPage" for p in session.state.pages.values())
+        assert _consolidated(session) > before
         assert session.consolidate() == 0  # done: nothing due until the next ask
         with pytest.raises(UsageError, match="merges"):
             session.ask("x", merges="later")  # type: ignore[arg-type]

@@ -243,9 +243,11 @@ def test_a_growing_corpus_scores_exactly_as_the_corpus_of_its_rows(
 ) -> None:
     grown = GrowingCorpus()
     grown.add(docs[:cut])
-    grown.add(docs[cut:])
+    assert grown.scores(query).tobytes() == Corpus.of(docs[:cut]).scores(query).tobytes()
+    grown.add(docs[cut:])  # the arrays kept from the query before grow with the rows added
     assert len(grown) == len(docs)
     assert grown.scores(query).tobytes() == Corpus.of(docs).scores(query).tobytes()
+    assert grown.scores(query[::-1]).tobytes() == Corpus.of(docs).scores(query[::-1]).tobytes()
 
 
 @settings(max_examples=200, deadline=None)
@@ -325,6 +327,9 @@ def test_the_history_order_and_paged_blocks_kept_from_state_to_state_are_those_b
         assert (kept.pages, kept.turns) == (fresh.pages, fresh.turns)
         assert kept.newest_first == [pid for _, pid in reversed(fresh.pages)]
         assert kept.position == {pid: i for i, (_, pid) in enumerate(fresh.turns)}
+        assert (kept.turn_ids, kept.said) == (fresh.turn_ids, fresh.said)  # carried over when appended
+        for within in (timedelta(minutes=2), timedelta(0)):
+            assert kept.sitting_starts(within) == fresh.sitting_starts(within)
         state = cast(SessionState, SimpleNamespace(pages=pages))
         assert set(paged_blocks(state)) == {p.pblock for p in pages.values() if p.pblock is not None}
 

@@ -394,14 +394,15 @@ class ProviderSet:
         return list(self._providers)
 
     def add(self, provider: BlockProvider) -> None:
-        for block in provider.roots():
+        roots = provider.roots()
+        for block in roots:
             if self.owner(block.handle) is not None:
                 raise UsageError(
                     f"handle {block.handle} ({block.source}) is already owned by another provider; "
                     "a source loaded twice? load each file once per session"
                 )
         self._providers.append(provider)
-        for block in provider.roots():
+        for block in roots:
             self._owner[block.handle] = provider
 
     def owner(self, handle: str) -> BlockProvider | None:

@@ -267,6 +267,7 @@ class _Growth:
     reader: _Reader
     taken: set[str]
     pieces: list[Piece] = field(default_factory=list)
+    handles: list[str] = field(default_factory=list)  # the pieces' handles (the root's children)
     notes: list[str] = field(default_factory=list)
     speakers: dict[str, None] = field(default_factory=dict)
     keyword_count: Counter[str] = field(default_factory=Counter)
@@ -288,6 +289,7 @@ class _Growth:
             reader=reader,
             taken=set(self.taken),
             pieces=list(self.pieces),
+            handles=list(self.handles),
             notes=list(self.notes),
             speakers=dict(self.speakers),
             keyword_count=Counter(self.keyword_count),
@@ -328,6 +330,7 @@ class _Growth:
             self.latest = turn.timestamp if self.latest is None else max(self.latest, turn.timestamp)
             self.last = turn.timestamp
         self.pieces.extend(added)
+        self.handles.extend(piece.handle for piece in added)
         return added
 
     def block(self) -> Piece:
@@ -349,6 +352,6 @@ class _Growth:
             timestamp=self.latest,
             tokens=self.tokens,
             source=self.name,
-            children=tuple(p.handle for p in pieces),
+            children=tuple(self.handles),
             origin=Origin.HISTORY,
         )

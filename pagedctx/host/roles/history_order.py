@@ -16,8 +16,8 @@ import bisect
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Generic, TypeVar
 
@@ -44,6 +44,7 @@ class HistoryOrder:
     source: PMap[str, Page]  # the pages this order is of (held: its identity is the memo's key)
     pages: list[Key]
     turns: list[Key]
+    _starts: dict[timedelta, list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def turn_ids(self) -> list[str]:
@@ -72,10 +73,23 @@ class HistoryOrder:
         turns = sorted(key for key, page in keyed if page.origin is Origin.HISTORY and _is_turn(page))
         return cls(pages, history, turns)
 
+    def sitting_starts(self, within: timedelta) -> list[int]:
+        """The positions in `turns` of the turns said more than `within` after the turn before
+        (where sittings start); kept per `within`, do not change the list."""
+        starts = self._starts.get(within)
+        if starts is None:
+            said = self.said
+            starts = self._starts[within] = [n for n in range(1, len(said)) if said[n] - said[n - 1] > within]
+        return starts
+
     def updated(self, pages: PMap[str, Page], removed: Iterable[str], changed: Iterable[str]) -> HistoryOrder:
-        """This order brought to `pages`, which differ from its source by `removed` and `changed`."""
+        """This order brought to `pages`, which differ from its source by `removed` and `changed`.
+        When the turns only gained turns said after the last one (a session's new turns), what was
+        derived from them (ids, times, positions, sittings) is carried over and extended."""
         history, turns = list(self.pages), list(self.turns)
         old = self.source
+        appended = True  # the turns changed only by new ones after the last
+        last = self.turns[-1] if self.turns else None
         for pid in [*removed, *changed]:
             before = old.get(pid)
             if before is not None and before.origin is Origin.HISTORY:
@@ -83,6 +97,7 @@ class HistoryOrder:
                 _drop(history, key)
                 if _is_turn(before):
                     _drop(turns, key)
+                    appended = False
         for pid in changed:
             page = pages[pid]
             if page.origin is Origin.HISTORY:
@@ -90,7 +105,29 @@ class HistoryOrder:
                 bisect.insort(history, key)
                 if _is_turn(page):
                     bisect.insort(turns, key)
-        return HistoryOrder(pages, history, turns)
+                    appended = appended and (last is None or key > last)
+        order = HistoryOrder(pages, history, turns)
+        if appended:
+            order._carry(self)
+        return order
+
+    def _carry(self, before: HistoryOrder) -> None:
+        """What `before` derived from its turns, extended by the turns this order has after them."""
+        held = len(before.turns)
+        added = self.turns[held:]
+        kept = before.__dict__
+        if "turn_ids" in kept:
+            self.__dict__["turn_ids"] = [*before.turn_ids, *(pid for _, pid in added)]
+        if "said" in kept:
+            self.__dict__["said"] = [*before.said, *(said for said, _ in added)]
+        if "position" in kept:
+            position = dict(before.position)
+            position.update((pid, held + n) for n, (_, pid) in enumerate(added))
+            self.__dict__["position"] = position
+        for within, starts in before._starts.items():
+            keys = self.turns
+            more = [n for n in range(max(1, held), len(keys)) if keys[n][0] - keys[n - 1][0] > within]
+            self._starts[within] = [*starts, *more]
 
 
 def _drop(keys: list[Key], key: Key) -> None:

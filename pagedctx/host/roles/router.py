@@ -25,7 +25,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import pairwise
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pagedctx.host.blocks.base import BlockProvider
 from pagedctx.host.blocks.dialogue import speaker_and_text
 from pagedctx.host.records.memory import Memory, MemoryItem
-from pagedctx.host.roles.history_order import history_order, paged_blocks
+from pagedctx.host.roles.history_order import HistoryOrder, history_order, paged_blocks
 from pagedctx.host.select.policy import BASELINE_POLICY
 from pagedctx.host.text.dates import date_terms, is_date_term
 from pagedctx.host.text.intent import Intent
@@ -203,11 +202,12 @@ class _Timeline:
     turns: list[str]
     said: list[datetime]
     position: dict[str, int]
+    order: HistoryOrder
 
     @classmethod
     def of(cls, state: SessionState) -> _Timeline:
         order = history_order(state)  # kept from the state before, not sorted again
-        return cls(order.turn_ids, order.said, order.position)
+        return cls(order.turn_ids, order.said, order.position, order)
 
 
 def _asks(text: str) -> bool:
@@ -252,8 +252,7 @@ def with_replies(
 def _sittings(timeline: _Timeline) -> list[int]:
     """Where sittings start: the positions of the turns said more than `REPLY_WITHIN` after the turn
     before (a turn's sitting is the number of starts at or before its position)."""
-    said = timeline.said
-    return [n for n, (before, turn) in enumerate(pairwise(said), 1) if turn - before > REPLY_WITHIN]
+    return timeline.order.sitting_starts(REPLY_WITHIN)  # kept with the order from the state before
 
 
 def _with_sittings(

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ __all__ = [
 INPUTS_PREFIX = "pagedctx/inputs/"  # bytes of added files, by sha256
 RECORD_VERSION = 2  # 1: the turns and asks inside the record itself (read, and rewritten as 2)
 SEGMENT = 256  # turns (asks) per stored segment
+LOAD_ATTEMPTS = 5  # reads of a record whose head keeps changing under a reader without the lock
 
 
 class StoredInput(BaseModel):
@@ -94,6 +96,13 @@ class SessionRecord(_Inputs):
     asks: list[PastAsk] = Field(default_factory=list)
     # what the store holds of the turns and asks: how many are in their segments, and their digests
     _stored: dict[str, _Stored] = PrivateAttr(default_factory=dict)
+    _ids: dict[str, None] | None = PrivateAttr(None)  # the turns' ids, once asked (kept as they grow)
+
+    def turn_ids(self) -> dict[str, None]:
+        """The ids of the turns (kept with the record as turns are added; do not change it)."""
+        if self._ids is None or len(self._ids) != len(self.turns):
+            self._ids = dict.fromkeys(str(t["id"]) for t in self.turns)
+        return self._ids
 
 
 class _Head(_Inputs):
@@ -135,16 +144,31 @@ class RecordKeeper:
         return f"pagedctx/session/{self.session_id}/inputs"
 
     def load(self) -> SessionRecord:
+        """The record as stored. Read without the session's lock, a save may land between the head
+        and its segments: a record whose segments do not match its head is read again while the
+        head keeps changing (`LOAD_ATTEMPTS`), and refused as damaged when it does not."""
         raw = self.store.get(self.key)
-        if raw is None:
-            return SessionRecord(created=self.clock())
-        kept = self.warm.record((self.store.url, self.session_id), raw) if self.warm is not None else None
-        if kept is not None:
-            return _fork(kept)
-        record = self._read(raw)
-        if self.warm is not None:
-            self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
-        return record
+        for _ in range(LOAD_ATTEMPTS):
+            if raw is None:
+                return SessionRecord(created=self.clock())
+            kept = self.warm.record((self.store.url, self.session_id), raw) if self.warm is not None else None
+            if kept is not None:
+                return _fork(kept)
+            try:
+                record = self._read(raw)
+            except StoreError:
+                again = self.store.get(self.key)
+                if again == raw:
+                    raise
+                raw = again  # a save landed while the segments were read
+                continue
+            if self.warm is not None:
+                self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
+            return record
+        raise StoreError(
+            f"session {self.session_id!r} in {self.store.url}: its record kept changing while read "
+            f"({LOAD_ATTEMPTS} reads without the session's lock); read it under `locked()` or try again"
+        )
 
     def _damaged(self, why: str) -> StoreError:
         return StoreError(
@@ -284,15 +308,18 @@ class RecordKeeper:
     ) -> list[dict[str, Any]]:
         """Turns `(speaker, text, timestamp, id)` checked (`turn`; no id: the next `t<n>`) and added
         together, the record saved once; returns them."""
-        taken = {t["id"] for t in record.turns}
+        held = record.turn_ids()
+        added: dict[str, None] = {}  # the ids of the turns added here
+        taken = ChainMap(added, held)
         made: list[dict[str, Any]] = []
         for speaker, text, timestamp, id in turns:
             chosen = id if id is not None else f"t{len(record.turns) + len(made) + 1}"
             turn = self.turn(record, speaker, text, timestamp=timestamp, id=chosen, taken=taken)
-            taken.add(turn["id"])
+            added[turn["id"]] = None
             made.append(turn)
         if made:
             record.turns.extend(made)
+            held.update(dict.fromkeys(str(t["id"]) for t in made))
             self.save(record)
         return made
 
@@ -313,7 +340,7 @@ class RecordKeeper:
         *,
         timestamp: datetime | None,
         id: str | None,
-        taken: set[str],
+        taken: Mapping[str, object] | Collection[str],
     ) -> dict[str, Any]:
         """One dialogue turn, checked (an id not `taken`; a time without a zone is UTC)."""
         chosen = id if id is not None else f"t{len(record.turns) + 1}"
@@ -381,4 +408,5 @@ def _fork(record: SessionRecord) -> SessionRecord:
         }
     )
     copy._stored = dict(record._stored)
+    copy._ids = dict(record._ids) if record._ids is not None else None
     return copy

@@ -328,7 +328,7 @@ def prepare(
     )
     for provider in every_dialogue:
         blocks.add(provider)
-        root = provider.roots()[0].handle
+        root = provider.root
         roots.append(root)
         turns = _unpaged_turns(provider, root, paged)
         if turns:

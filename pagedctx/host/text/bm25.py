@@ -154,9 +154,29 @@ class GrowingCorpus:
         self._tf: list[list[int]] = []
         self._lengths: list[int] = []
         self._length_array: IntArray | None = None
+        self._arrays: dict[int, tuple[IntArray, IntArray]] = {}  # a queried term's lists as arrays
 
     def __len__(self) -> int:
         return len(self._lengths)
+
+    def _postings(self, term: int) -> tuple[IntArray, IntArray]:
+        """The rows and frequencies of `term` as arrays, kept from the last query of it and grown
+        by the rows added since (a term in every row is not converted again at every query)."""
+        rows, tf = self._rows[term], self._tf[term]
+        held = self._arrays.get(term)
+        start = 0 if held is None else len(held[0])
+        if held is None or start != len(rows):
+            new_rows, new_tf = np.array(rows[start:], dtype=np.int32), np.array(tf[start:], dtype=np.int32)
+            held = (
+                (new_rows, new_tf)
+                if held is None
+                else (
+                    np.concatenate((held[0], new_rows)),
+                    np.concatenate((held[1], new_tf)),
+                )
+            )
+            self._arrays[term] = held
+        return held
 
     def add(self, documents: Sequence[Sequence[str]]) -> None:
         """Append rows, each the terms of one row (in order, repeats kept)."""
@@ -170,20 +190,23 @@ class GrowingCorpus:
                 self._rows[term].append(row)
                 self._tf[term].append(count)
             self._lengths.append(len(words))
-        self._length_array = None
 
     def scores(self, query: Sequence[str]) -> ScoreArray:
         """BM25 of every row for the query's terms (in order, repeats kept; unknown ones add nothing)."""
-        if self._length_array is None:
-            self._length_array = np.fromiter(self._lengths, dtype=np.int32, count=len(self._lengths))
+        held = self._length_array
+        if held is None or len(held) != len(self._lengths):
+            start = 0 if held is None else len(held)
+            added = np.array(self._lengths[start:], dtype=np.int32)
+            self._length_array = added if held is None else np.concatenate((held, added))
         known = [term for word in query if (term := self.vocabulary.get(word)) is not None]
         local: dict[int, int] = {}  # a term's place among the query's lists below
         for term in known:
             local.setdefault(term, len(local))
-        chosen = list(local)
-        ptr = np.zeros(len(chosen) + 1, dtype=np.int64)
-        np.cumsum([len(self._rows[t]) for t in chosen], out=ptr[1:])
-        total = int(ptr[-1])
-        rows = np.fromiter((r for t in chosen for r in self._rows[t]), dtype=np.int32, count=total)
-        tf = np.fromiter((f for t in chosen for f in self._tf[t]), dtype=np.int32, count=total)
+        postings = [self._postings(t) for t in local]
+        ptr = np.zeros(len(postings) + 1, dtype=np.int64)
+        np.cumsum([len(found) for found, _ in postings], out=ptr[1:])
+        empty = np.zeros(0, dtype=np.int32)
+        rows = np.concatenate([found for found, _ in postings]) if postings else empty
+        tf = np.concatenate([counts for _, counts in postings]) if postings else empty
+        assert self._length_array is not None
         return scores(ptr, rows, tf, self._length_array, [local[t] for t in known])
