@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -343,3 +344,59 @@ def test_what_the_fill_showed_is_named_from_the_views_it_changed(tmp_path: Path)
     assert _filled_in(state, state) == frozenset()
     assert set(hidden) <= _filled_in(state, filled)
     assert all(filled.views[p] is View.DETAIL for p in _filled_in(state, filled))
+
+
+def test_the_fill_tries_views_without_governing_them(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 34 (serve at the cost of a lookup): a fill's view is tried as it is; one past the
+    budget is dropped, never governed first (a governed try cost hundreds of moves, then was
+    thrown away), and a fill tries at most `FILL_TRIES` views. A long chat of short turns at a
+    tight budget makes the lead-up fill come over it."""
+    from pagedctx.host.session import loop
+
+    tries: list[list[tuple[bool, int]]] = []
+    inside_fill = [False]
+    real_filled, real_render = loop._filled, loop._render
+
+    def filled(*args: Any, **kw: Any) -> Any:
+        tries.append([])
+        inside_fill[0] = True
+        try:
+            return real_filled(*args, **kw)
+        finally:
+            inside_fill[0] = False
+
+    def render(*args: Any, govern: bool = True, **kw: Any) -> Any:
+        shown = real_render(*args, govern=govern, **kw)
+        if inside_fill[0]:
+            tries[-1].append((govern, shown.tokens))
+        return shown
+
+    monkeypatch.setattr(loop, "_filled", filled)
+    monkeypatch.setattr(loop, "_render", render)
+    budget = 900
+    with _open(tmp_path) as session:
+        session.add_turns(_chatter(60))
+        for i in range(4):
+            session.add_turns([("user", f"Step {60 + i}: what about alpha{i * 7} on node{i * 7}?")])
+            result = session.ask(f"Step {60 + i}: what about alpha{i * 7} on node{i * 7}?", budget=budget)
+            assert result.tokens <= budget
+    inside = [t for call in tries for t in call]
+    assert inside and not any(governed for governed, _ in inside)  # tried as they are
+    assert all(len(call) <= loop.FILL_TRIES for call in tries)
+    assert any(tokens > budget for _, tokens in inside)  # some tries came over: dropped, not governed
+
+
+def test_a_trial_render_is_the_state_as_it_is() -> None:
+    """`synthesize(govern=False)`: the view rendered as it is, over the budget if it is, no move."""
+    from pages_factory import build, original
+
+    from pagedctx.host.session.synthesis import SynthesisRequest, synthesize
+    from pagedctx.pages import View
+
+    state = build(*(original(n) for n in range(1, 30)))
+    state = state.evolve(views={pid: View.DETAIL for pid in state.pages})
+    request = SynthesisRequest(budget=300, current_time=START)
+    trial = synthesize(state, request, COUNTER, govern=False)
+    assert trial.tokens > 300 and trial.steps == () and trial.state is state
+    governed = synthesize(state, request, COUNTER)
+    assert governed.tokens <= 300 and governed.steps

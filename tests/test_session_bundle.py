@@ -21,7 +21,9 @@ from pagedctx.host.records.bundle import AskStep, MergeStep, TurnsStep
 from pagedctx.replay import load_manifest, record_bundle, replay_bundle
 from pagedctx.session import Session
 
-TURNS = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(60)]
+# 120 remarks: more than a 1,600-token view shows of the turns before a question (the fill's
+# lead-up joins the focus), so a far field is left to fold whatever the wall clock reads.
+TURNS = [(f"t{n}", "alice", f"Remark {n}: the service_{n} restarted at {n}:00.") for n in range(120)]
 QUESTIONS = ("which service restarted", "Where should we have lunch today?", "Is the ramen place open?")
 NOW = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 

@@ -315,8 +315,11 @@ def _render(
     request: SessionRequest,
     parts: SessionParts,
     worker_steps: Sequence[TraceStep],
+    *,
+    govern: bool = True,
 ) -> Synthesis:
-    """The governed `<PagedContext>` of a round (or of the session's end) within the budget."""
+    """The governed `<PagedContext>` of a round (or of the session's end) within the budget
+    (`govern=False`: a trial rendered as it is, see `synthesize`)."""
     asked = SynthesisRequest(
         budget=request.budget.total,
         current_time=view.now,
@@ -326,7 +329,7 @@ def _render(
         relevance=view.relevance,
         system_instructions=system_instructions(request.instructions),
     )
-    return synthesize(state, asked, parts.counter, validate=False)  # checked when shown (`check`)
+    return synthesize(state, asked, parts.counter, validate=False, govern=govern)  # checked when shown
 
 
 @dataclass
@@ -347,6 +350,7 @@ class _FillPlan:
     def keep(self, count: int) -> None:
         """Only the first `count` chosen turns (and what gave way for them)."""
         del self.chosen[count:], self.costs[count:], self.gives[count:]
+        del self.given[self.gives[-1] if self.gives else 0 :]
 
     def applied(self, state: SessionState, steps: list[TraceStep]) -> SessionState:
         for page_id in self.given[: self.gives[-1]] if self.gives else ():
@@ -367,12 +371,12 @@ def _filled(
     asked: str | None = None,
 ) -> Synthesis:
     """A view with the tokens governance left unused spent on turns (the budget goes to evidence,
-    not to slack; `_fill_plan` chooses them). Kept only when the view then renders within the
-    budget with no governance move (no churn); else, when it was priced a little short, without
-    the last turns that cover the excess, or the first half of the turns, and so on (`FILL_TRIES`
-    renders at most), else the view as it was. Used for each round's view and for the final one
-    the asker reads. Only where the router fills the budget with turns (`hot_tokens`, a dialogue
-    paged). `asked`: the turn the Query shows (never filled beside it)."""
+    not to slack; `_fill_plan` chooses them). Each try is rendered as it is (no governance): kept
+    when it fits the budget (no churn); one over it is dropped, never governed first, and the
+    first half of its turns is tried, and so on (`FILL_TRIES` renders at most), else the view as
+    it was. Used for each round's view and for the final one the asker reads. Only where the
+    router fills the budget with turns (`hot_tokens`, a dialogue paged). `asked`: the turn the
+    Query shows (never filled beside it)."""
     if not request.options.fill or not plan.relevance or parts.router.hot_tokens == 0:
         return synthesis
     state = synthesis.state
@@ -383,19 +387,11 @@ def _filled(
             break
         gave: list[TraceStep] = []
         filled = fill.applied(state, gave)
-        if filled is not state:
-            more = _render(filled, view, request, parts, steps)
-            if not more.steps and more.tokens <= request.budget.total:
-                # the governance that made room, then the turns that gave way
-                return more.model_copy(update={"steps": (*synthesis.steps, *gave)})
-            over = more.tokens - request.budget.total
-            if not more.steps and over > 0:  # priced a little short: the last turns that cover it out
-                count = len(fill.chosen)
-                while count and over > 0:
-                    count -= 1
-                    over -= fill.costs[count]
-                fill.keep(count)
-                continue
+        if filled is state:
+            break
+        more = _render(filled, view, request, parts, steps, govern=False)
+        if more.tokens <= request.budget.total:  # the governance that made room, the turns given way
+            return more.model_copy(update={"steps": (*synthesis.steps, *gave)})
         fill.keep(len(fill.chosen) // 2)
     return synthesis
 

@@ -137,16 +137,27 @@ class Synthesis(BaseModel):
 
 
 def synthesize(
-    state: SessionState, request: SynthesisRequest, counter: TokenCounter, *, validate: bool = True
+    state: SessionState,
+    request: SynthesisRequest,
+    counter: TokenCounter,
+    *,
+    validate: bool = True,
+    govern: bool = True,
 ) -> Synthesis:
     """Render `state` within `request.budget` tokens, governing overflow (P12); see the module doc.
 
     Raises `BudgetError` when even the fully governed document is over budget. `validate`: check
     the document against the schema here (False: the caller checks the one it shows, `check`).
+    `govern=False`: a trial, `state` rendered as it is (`tokens` may then exceed the budget; a
+    caller that only keeps a view within it learns by how much, without governing one it drops).
     """
     governor = _Governor(request, counter)
     budget = request.budget
     tree, xml, tokens = governor.render(state)
+    if not govern:
+        if validate:
+            _raise_invalid(tree)
+        return Synthesis(xml=xml, tokens=tokens, state=state)
     estimate = tokens
     steps: list[TraceStep] = []
     while tokens > budget:
