@@ -22,7 +22,9 @@ of its own early ("my locker code is K7-...") and asks about it last.
    latency p50/p99 and requests/s, and the ratio to the reference.
 3b. History: one session grows to 100, 1,000 and 10,000 turns (requests pasting 100 pairs at once);
    at each point `--probes` requests of one new user message (only it sent: the server holds the
-   rest) are timed: a request must cost what it adds, not the history held.
+   rest) are timed: a request must cost what it adds, not the history held. With the rounds each
+   took (the reply's `pagedctx.rounds`) and the latency a round: a longer history can make the
+   Worker consult more before it answers, which is the paging's work, not a cost of holding it.
 5. Leaks: every session is asked for its canary; its answer and its `<PagedContext>`
    (`GET /v1/sessions/{id}/context`) must never show another session's canary.
 
@@ -356,6 +358,7 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     context_tokens: list[int] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)  # pagedctx's rounds per request (its extra field)
     requests: int = 0
     stopped: bool = False
 
@@ -376,6 +379,8 @@ async def send(
     if reply.usage is not None:
         tally.prompt_tokens.append(reply.usage.prompt_tokens)
     extra = (reply.model_extra or {}).get("pagedctx") or {}  # the server's extra field
+    if "rounds" in extra:
+        tally.rounds.append(int(extra["rounds"]))
     if "context_tokens" in extra:
         tally.context_tokens.append(int(extra["context_tokens"]))
     elif reply.usage is not None:  # the reference sends one context: its prompt
@@ -498,6 +503,7 @@ async def memory(
 class HistoryPoint:
     turns: int
     latencies: list[float]
+    rounds: list[int] = field(default_factory=list)
 
 
 async def history(
@@ -531,7 +537,7 @@ async def history(
                 question = {"role": "user", "content": f"{conv.user_line(2, last=False)} (#{held})"}
                 await send(client, model, conv, [question], probe_tally)
                 held += 2
-            points.append(HistoryPoint(held, list(probe_tally.latencies)))
+            points.append(HistoryPoint(held, list(probe_tally.latencies), list(probe_tally.rounds)))
             tally.errors += probe_tally.errors
     return points, tally
 
@@ -603,13 +609,19 @@ def print_history(grown: list[HistoryPoint], probes: int) -> None:
         f"\none session's history grown (pasted 100 pairs a request); at each point {probes} "
         "requests of one new user message (only it sent), timed:\n"
     )
-    print("| turns held | p50 ms | max ms | p50 / p50 at the first point |")
-    print("|---|---|---|---|")
+    print("| turns held | p50 ms | max ms | p50 / p50 at the first point | rounds, mean | p50 ms a round |")
+    print("|---|---|---|---|---|---|")
     for point in grown:
         if point.latencies:
             mid = pct(point.latencies, 0.5)
             most = max(point.latencies)
-            print(f"| {point.turns:,} | {mid * 1e3:,.0f} | {most * 1e3:,.0f} | {mid / first:.2f}x |")
+            rounds = f"{statistics.mean(point.rounds):.1f}" if point.rounds else "-"
+            per = "-"
+            if len(point.rounds) == len(point.latencies):
+                each = [t / r for t, r in zip(point.latencies, point.rounds, strict=True)]
+                per = f"{pct(each, 0.5) * 1e3:,.0f}"
+            cells = [f"{point.turns:,}", f"{mid * 1e3:,.0f}", f"{most * 1e3:,.0f}", f"{mid / first:.2f}x"]
+            print("| " + " | ".join([*cells, rounds, per]) + " |")
 
 
 def main() -> None:  # noqa: PLR0915 - one run, its phases in order

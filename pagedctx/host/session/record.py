@@ -97,6 +97,8 @@ class SessionRecord(_Inputs):
     # what the store holds of the turns and asks: how many are in their segments, and their digests
     _stored: dict[str, _Stored] = PrivateAttr(default_factory=dict)
     _ids: dict[str, None] | None = PrivateAttr(None)  # the turns' ids, once asked (kept as they grow)
+    # the JSON of the stored turns (asks) of the last segment, which the next save writes again
+    _tails: dict[str, list[str]] = PrivateAttr(default_factory=dict)
 
     def turn_ids(self) -> dict[str, None]:
         """The ids of the turns (kept with the record as turns are added; do not change it)."""
@@ -223,6 +225,7 @@ class RecordKeeper:
         """The head and the segments of the turns and asks added since the record was read or saved
         (all of them, for a record read as version 1), in one write."""
         stored = dict(record._stored)
+        tails = dict(record._tails)
         segments: dict[str, dict[str, str]] = {}
         for name in _GROWING:
             items: list[Any] = getattr(record, name)
@@ -232,13 +235,17 @@ class RecordKeeper:
             if was.count == len(items):
                 continue
             first = was.count // SEGMENT
-            texts = [_item_json(i) for i in items[first * SEGMENT :]]
-            new = texts[was.count - first * SEGMENT :]
+            kept = tails.get(name)  # the stored items of the segment they go on, as JSON
+            if kept is None or len(kept) != was.count - first * SEGMENT:
+                kept = [_item_json(i) for i in items[first * SEGMENT : was.count]]
+            new = [_item_json(i) for i in items[was.count :]]
+            texts = [*kept, *new]
             stored[name] = _Stored(count=len(items), chain=_chained(was.chain, new))
             segments[name] = {
                 f"{first + n:06d}": "[" + ",".join(texts[n * SEGMENT : (n + 1) * SEGMENT]) + "]"
                 for n in range((len(texts) + SEGMENT - 1) // SEGMENT)
             }
+            tails[name] = texts[(len(items) // SEGMENT - first) * SEGMENT :]
         head = _Head(
             **record.model_dump(exclude=set(_GROWING) | {"version"}),
             turns=stored.get("turns", _Stored()),
@@ -249,7 +256,7 @@ class RecordKeeper:
             for name, written in segments.items():
                 batch.hset(f"{self.key}/{name}", written)
             batch.set(self.key, raw)
-        record._stored = stored
+        record._stored, record._tails = stored, tails
         if self.warm is not None:
             self.warm.keep_record((self.store.url, self.session_id), raw, _fork(record))
 
@@ -408,5 +415,6 @@ def _fork(record: SessionRecord) -> SessionRecord:
         }
     )
     copy._stored = dict(record._stored)
+    copy._tails = dict(record._tails)  # the lists are replaced, never changed in place
     copy._ids = dict(record._ids) if record._ids is not None else None
     return copy
