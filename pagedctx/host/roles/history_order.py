@@ -78,8 +78,7 @@ class HistoryOrder:
         (where sittings start); kept per `within`, do not change the list."""
         starts = self._starts.get(within)
         if starts is None:
-            said = self.said
-            starts = self._starts[within] = [n for n in range(1, len(said)) if said[n] - said[n - 1] > within]
+            starts = self._starts[within] = _starts_from(self.turns, 1, within)
         return starts
 
     def updated(self, pages: PMap[str, Page], removed: Iterable[str], changed: Iterable[str]) -> HistoryOrder:
@@ -125,9 +124,12 @@ class HistoryOrder:
             position.update((pid, held + n) for n, (_, pid) in enumerate(added))
             self.__dict__["position"] = position
         for within, starts in before._starts.items():
-            keys = self.turns
-            more = [n for n in range(max(1, held), len(keys)) if keys[n][0] - keys[n - 1][0] > within]
-            self._starts[within] = [*starts, *more]
+            self._starts[within] = [*starts, *_starts_from(self.turns, max(1, held), within)]
+
+
+def _starts_from(turns: list[Key], first: int, within: timedelta) -> list[int]:
+    """The positions from `first` on of the turns said more than `within` after the turn before."""
+    return [n for n in range(first, len(turns)) if turns[n][0] - turns[n - 1][0] > within]
 
 
 def _drop(keys: list[Key], key: Key) -> None:

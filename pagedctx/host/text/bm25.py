@@ -162,20 +162,10 @@ class GrowingCorpus:
     def _postings(self, term: int) -> tuple[IntArray, IntArray]:
         """The rows and frequencies of `term` as arrays, kept from the last query of it and grown
         by the rows added since (a term in every row is not converted again at every query)."""
-        rows, tf = self._rows[term], self._tf[term]
         held = self._arrays.get(term)
-        start = 0 if held is None else len(held[0])
-        if held is None or start != len(rows):
-            new_rows, new_tf = np.array(rows[start:], dtype=np.int32), np.array(tf[start:], dtype=np.int32)
-            held = (
-                (new_rows, new_tf)
-                if held is None
-                else (
-                    np.concatenate((held[0], new_rows)),
-                    np.concatenate((held[1], new_tf)),
-                )
-            )
-            self._arrays[term] = held
+        rows = _grown(held[0] if held else None, self._rows[term])
+        if held is None or rows is not held[0]:
+            held = self._arrays[term] = (rows, _grown(held[1] if held else None, self._tf[term]))
         return held
 
     def add(self, documents: Sequence[Sequence[str]]) -> None:
@@ -193,11 +183,7 @@ class GrowingCorpus:
 
     def scores(self, query: Sequence[str]) -> ScoreArray:
         """BM25 of every row for the query's terms (in order, repeats kept; unknown ones add nothing)."""
-        held = self._length_array
-        if held is None or len(held) != len(self._lengths):
-            start = 0 if held is None else len(held)
-            added = np.array(self._lengths[start:], dtype=np.int32)
-            self._length_array = added if held is None else np.concatenate((held, added))
+        self._length_array = _grown(self._length_array, self._lengths)
         known = [term for word in query if (term := self.vocabulary.get(word)) is not None]
         local: dict[int, int] = {}  # a term's place among the query's lists below
         for term in known:
@@ -208,5 +194,13 @@ class GrowingCorpus:
         empty = np.zeros(0, dtype=np.int32)
         rows = np.concatenate([found for found, _ in postings]) if postings else empty
         tf = np.concatenate([counts for _, counts in postings]) if postings else empty
-        assert self._length_array is not None
         return scores(ptr, rows, tf, self._length_array, [local[t] for t in known])
+
+
+def _grown(held: IntArray | None, values: list[int]) -> IntArray:
+    """`values` as an array: `held` (the array of their first ones) itself when none were added,
+    else it with the values after it appended."""
+    if held is not None and len(held) == len(values):
+        return held
+    added = np.array(values[0 if held is None else len(held) :], dtype=np.int32)
+    return added if held is None else np.concatenate((held, added))
